@@ -1,0 +1,103 @@
+// Opens a .waste container: reads and validates the manifest (every size and offset against
+// the files on disk and the config), and gives the trunk tensors, expert layers and codebooks.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/container/format.h"
+#include "shared/kernels/matvec.h"
+#include "shared/model/config.h"
+
+namespace waste {
+
+struct TensorInfo {
+  std::string name;
+  TensorFormat format = TensorFormat::F32;
+  std::vector<uint64_t> shape;
+  uint64_t offset = 0, bytes = 0;
+  uint32_t group = 0;
+  uint64_t scales_offset = 0;
+  uint64_t checksum = 0;
+  uint64_t rows() const { return shape.empty() ? 1 : shape[0]; }
+  uint64_t cols() const;  // product of the remaining dims (1 for a vector)
+  uint64_t elements() const;
+};
+
+struct ExpertLayerInfo {
+  int layer = 0;
+  std::string bank_path;  // absolute path of experts-L<layer>.bin
+  uint32_t expert_count = 0;
+  RecordLayout layout{};
+  uint64_t codebook_offset = 0;
+  std::vector<float> relative_error;  // gate, up, down (vq3r), may be empty
+};
+
+class Container {
+ public:
+  // Throws Error naming the file and field on any inconsistency.
+  static Container open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  const std::string& config_json() const { return config_json_; }
+  const std::string& created_by() const { return created_by_; }
+  uint64_t container_id() const { return container_id_; }
+  bool synthetic() const { return synthetic_; }
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(const std::string& name) const;
+  const TensorInfo& tensor(const std::string& name) const;  // throws naming the tensor
+
+  const std::vector<ExpertLayerInfo>& expert_layers() const { return layers_; }
+  const ExpertLayerInfo* expert_layer(int layer) const;  // nullptr for a dense layer
+
+  std::string trunk_path() const { return dir_ + "/" + trunk_file_; }
+  uint64_t trunk_bytes() const { return trunk_bytes_; }
+  std::string codebooks_path() const { return codebooks_file_.empty() ? "" : dir_ + "/" + codebooks_file_; }
+  std::string tokenizer_path() const { return tokenizer_file_.empty() ? "" : dir_ + "/" + tokenizer_file_; }
+  std::string tokenizer_config_path() const {
+    return tokenizer_config_file_.empty() ? "" : dir_ + "/" + tokenizer_config_file_;
+  }
+
+  // The layer's gate, up and down codebooks: 3 x kCodebookFloats floats (vq3r layers only).
+  std::vector<float> read_codebooks(int layer) const;
+  // Reads one record (stride bytes) into dst; validates header and checksum.
+  void read_record(int layer, uint32_t expert, uint8_t* dst, bool verify_checksum = true) const;
+
+ private:
+  std::string dir_, config_json_, created_by_, trunk_file_, codebooks_file_, tokenizer_file_, tokenizer_config_file_;
+  ModelConfig config_;
+  uint64_t container_id_ = 0, trunk_bytes_ = 0, codebooks_bytes_ = 0;
+  bool synthetic_ = false;
+  std::vector<TensorInfo> tensors_;
+  std::vector<ExpertLayerInfo> layers_;
+  std::vector<int> layer_index_;  // decoder layer -> index in layers_, or -1
+};
+
+// The trunk in RAM: every tensor except those named in `skip` (the embedding table stays on
+// disk and is read a row per token). Memory is 64-byte aligned.
+class Trunk {
+ public:
+  // progress(bytes_done, bytes_total) is called while loading (for a progress bar).
+  Trunk(const Container& c, const std::vector<std::string>& skip, bool verify_checksums,
+        void (*progress)(uint64_t, uint64_t) = nullptr);
+  const TensorInfo& info(const std::string& name) const { return container_->tensor(name); }
+  bool has(const std::string& name) const;
+  const void* data(const std::string& name) const;  // throws if absent or skipped
+  MatrixView matrix(const std::string& name) const;  // 2-D view (dims past the first flattened)
+  const float* f32(const std::string& name) const;   // F32 tensors only (norms, biases, router)
+  uint64_t resident_bytes() const { return resident_; }
+
+ private:
+  const Container* container_;
+  std::shared_ptr<uint8_t> blob_;
+  std::vector<int64_t> offset_in_blob_;  // per tensor, -1 when skipped
+  uint64_t resident_ = 0;
+};
+
+// Reads row r of a tensor straight from trunk.bin, dequantized (the per-token embedding row).
+void read_tensor_row(const Container& c, const TensorInfo& t, uint64_t row, float* out);
+
+}  // namespace waste

@@ -1,0 +1,129 @@
+#include "shared/util/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "shared/util/error.h"
+
+namespace waste {
+
+namespace {
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+File::File(const std::string& path, int flags, int mode) : path_(path) {
+  fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  if (fd_ < 0) throw Error(path + ": cannot open: " + errno_text());
+}
+
+File::~File() { close(); }
+
+File::File(File&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) { other.fd_ = -1; }
+
+File& File::operator=(File&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.fd_;
+    path_ = std::move(other.path_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void File::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+uint64_t File::size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) throw Error(path_ + ": cannot stat: " + errno_text());
+  return uint64_t(st.st_size);
+}
+
+void File::pread_exact(void* dst, size_t n, uint64_t offset) const {
+  auto* p = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, p + done, n - done, off_t(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path_ + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
+                  " failed: " + errno_text());
+    }
+    if (r == 0)
+      throw Error(path_ + ": truncated: wanted " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
+                  ", file ends after " + std::to_string(done));
+    done += size_t(r);
+  }
+}
+
+void File::pwrite_exact(const void* src, size_t n, uint64_t offset) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pwrite(fd_, p + done, n - done, off_t(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path_ + ": write failed: " + errno_text());
+    }
+    done += size_t(r);
+  }
+}
+
+void File::write_all(const void* src, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::write(fd_, p + done, n - done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path_ + ": write failed: " + errno_text());
+    }
+    done += size_t(r);
+  }
+}
+
+void File::fsync() {
+  if (::fsync(fd_) != 0) throw Error(path_ + ": fsync failed: " + errno_text());
+}
+
+void File::truncate(uint64_t size) {
+  if (::ftruncate(fd_, off_t(size)) != 0) throw Error(path_ + ": truncate failed: " + errno_text());
+}
+
+std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes) {
+  File f(path, O_RDONLY);
+  uint64_t n = f.size();
+  require(n <= max_bytes, path + ": " + std::to_string(n) + " bytes, more than the " + std::to_string(max_bytes) +
+                              " this file may have");
+  std::vector<uint8_t> data(n);
+  if (n) f.pread_exact(data.data(), n, 0);
+  return data;
+}
+
+std::string read_file_text(const std::string& path, uint64_t max_bytes) {
+  auto bytes = read_file_bytes(path, max_bytes);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+  std::string tmp = path + ".tmp";
+  {
+    File f(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    f.write_all(data, n);
+    f.fsync();
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": rename failed: " + errno_text());
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace waste
