@@ -67,3 +67,39 @@ TEST_CASE("config errors name the field") {
   CHECK_THROWS_WITH_AS(ModelConfig::from_json("{\"model_type\":\"llama\"}", "x.json"), doctest::Contains("llama"),
                        Error);
 }
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "shared/model/tensors.h"
+
+// The tensor list derived from each fixture's config must be exactly the release's trunk
+// tensors (everything in the checkpoint except routed experts and FP8 scale tensors).
+TEST_CASE("trunk tensor specs match every fixture's checkpoint") {
+  for (const char* name : {"kimi-linear", "kimi-k3", "deepseek-v3"}) {
+    CAPTURE(name);
+    std::string dir = std::string(std::getenv("WASTE_SHARED_DIR")) + "/fixtures/" + name;
+    ModelConfig c = ModelConfig::from_file(dir + "/config.json");
+    std::ifstream f(dir + "/model.safetensors", std::ios::binary);
+    uint64_t n = 0;
+    f.read(reinterpret_cast<char*>(&n), 8);
+    std::string header(n, '\0');
+    f.read(header.data(), std::streamsize(n));
+    auto j = nlohmann::json::parse(header);
+    std::map<std::string, std::vector<uint64_t>> want;
+    for (auto& [k, v] : j.items()) {
+      if (k == "__metadata__" || k.find(".experts.") != std::string::npos) continue;
+      want[k.substr(c.tensor_prefix.size())] = v["shape"].get<std::vector<uint64_t>>();
+    }
+    auto specs = trunk_tensor_specs(c);
+    CHECK_EQ(specs.size(), want.size());
+    for (const auto& s : specs) {
+      CAPTURE(s.name);
+      REQUIRE(want.count(s.name));
+      CHECK_EQ(want[s.name], s.shape);
+    }
+    auto names = expert_tensor_names(c, 1, 3);
+    CHECK(j.contains(c.tensor_prefix + names.down + (c.arch == Arch::KimiK3 ? ".weight_packed" : ".weight")));
+  }
+}

@@ -1,0 +1,46 @@
+// The trunk tensors and routed-expert tensors of each family, by their release names (without
+// the tensor prefix) and shapes, derived from the config. The converter checks a checkpoint
+// against this list, synth generates it, and the planner sums it: one list for all three.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shared/model/config.h"
+
+namespace waste {
+
+// What a tensor is for decides how it is stored by default (docs/FORMAT.md).
+enum class TensorRole {
+  Embedding,  // [vocab, hidden], stays on disk, one row read per token
+  Head,       // lm_head [vocab, hidden]
+  Matrix,     // attention, dense/shared MLP, latent projections
+  Router,     // MoE gate [experts, hidden]: f32, routing decisions are sensitive
+  Vector,     // norms, biases, A_log, dt_bias, conv weights, AttnRes vectors: f32
+};
+
+struct TensorSpec {
+  std::string name;  // e.g. "model.layers.3.self_attn.kv_b_proj.weight"
+  std::vector<uint64_t> shape;
+  TensorRole role = TensorRole::Matrix;
+  // A_log of K3 is stored padded past the head count; any first dim >= min_len is accepted.
+  bool padded = false;
+  uint64_t min_len = 0;
+  uint64_t elements() const;
+};
+
+// Every non-routed tensor of the text model, in a stable order (layer by layer).
+std::vector<TensorSpec> trunk_tensor_specs(const ModelConfig& c);
+
+// Release names of a routed expert's gate, up and down weights (K2: experts.E.{gate,up,down}_proj;
+// Kimi-Linear/K3: experts.E.{w1,w3,w2}), without prefix and without the ".weight" suffix.
+struct ExpertNames {
+  std::string gate, up, down;
+};
+ExpertNames expert_tensor_names(const ModelConfig& c, int layer, int expert);
+
+// Bytes of the trunk resident in RAM with the default formats (matrices `matrix_bits`
+// per weight incl. scales, router/vectors f32, embedding excluded since it stays on disk).
+uint64_t estimate_trunk_resident_bytes(const ModelConfig& c, double matrix_bits_per_weight, double head_bits_per_weight);
+
+}  // namespace waste
