@@ -103,3 +103,50 @@ TEST_CASE("trunk tensor specs match every fixture's checkpoint") {
     CHECK(j.contains(c.tensor_prefix + names.down + (c.arch == Arch::KimiK3 ? ".weight_packed" : ".weight")));
   }
 }
+
+#include "shared/model/presets.h"
+
+TEST_CASE("presets parse and keep the released shapes") {
+  for (const auto& name : preset_names()) {
+    CAPTURE(name);
+    ModelConfig c = ModelConfig::from_json(preset_config_json(name), name);
+    CHECK(c.n_moe_layers() == c.n_layers - 1);
+  }
+  ModelConfig kl = ModelConfig::from_json(preset_config_json("kimi-linear-48b"), "kl");
+  CHECK_EQ(kl.n_layers, 27);
+  CHECK_EQ(kl.expert_params(), 7077888);
+  int mla = 0;
+  for (int l = 0; l < kl.n_layers; ++l) mla += kl.is_mla_layer(l);
+  CHECK_EQ(mla, 7);
+  CHECK(kl.is_mla_layer(26));
+  ModelConfig k3 = ModelConfig::from_json(preset_config_json("kimi-k3"), "k3");
+  CHECK_EQ(k3.expert_params(), 33030144);
+  CHECK_EQ(k3.n_moe_layers(), 92);
+  ModelConfig k2 = ModelConfig::from_json(preset_config_json("kimi-k2"), "k2");
+  CHECK_EQ(k2.expert_params(), 44040192);
+  // Trunk parameter counts from MODELS.md section 7.
+  auto trunk_params = [](const ModelConfig& c) {
+    uint64_t n = 0;
+    for (const auto& t : trunk_tensor_specs(c)) n += t.elements();
+    return n;
+  };
+  CHECK_EQ(trunk_params(kl), 2012259200ull);
+  CHECK_EQ(trunk_params(k2), 11722208768ull);
+}
+
+TEST_CASE("preset overrides") {
+  PresetOverrides o;
+  o.layers = 8;
+  o.experts = 64;
+  o.hidden = 512;
+  o.moe_intermediate = 256;
+  o.vocab = 8192;
+  ModelConfig c = ModelConfig::from_json(preset_config_json("kimi-linear-48b", o), "x");
+  CHECK_EQ(c.n_layers, 8);
+  CHECK_EQ(c.n_moe_layers(), 7);
+  CHECK_EQ(c.n_experts, 64);
+  CHECK_EQ(c.hidden, 512);
+  CHECK_EQ(c.vocab, 8192);
+  CHECK_EQ(c.eos, 8192 - 163840 + 163586);
+  CHECK_THROWS_AS(preset_config_json("nope"), Error);
+}
