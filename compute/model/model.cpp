@@ -1,0 +1,193 @@
+#include "compute/model/model.h"
+
+#include <string>
+
+#include "compute/model/ops.h"
+#include "shared/util/error.h"
+
+namespace waste {
+
+namespace {
+
+// Resolves tensors by release name and checks their shapes against the config, so a wrong
+// checkpoint fails at load time naming the tensor, never mid-forward.
+struct Loader {
+  const WeightSource& w;
+
+  MatrixView mat(const std::string& name, int64_t rows, int64_t cols) const {
+    MatrixView m = w.matrix(name);
+    if (m.rows != rows || m.cols != cols)
+      throw Error("tensor " + name + " is [" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
+                  "], expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    return m;
+  }
+  // Matrices the model multiplies by row slices or reads row by row: any trunk format but VQ3R.
+  std::span<const float> vec(const std::string& name, int64_t n, bool longer_ok = false) const {
+    std::span<const float> v = w.vector(name);
+    if (int64_t(v.size()) != n && !(longer_ok && int64_t(v.size()) > n))
+      throw Error("tensor " + name + " has " + std::to_string(v.size()) + " values, expected " + std::to_string(n));
+    return v.first(size_t(n));
+  }
+};
+
+MlaWeights load_mla(const Loader& ld, const ModelConfig& c, const std::string& p) {
+  const int64_t H = c.n_heads, D = c.hidden, qk = c.qk_nope + c.qk_rope;
+  MlaWeights m;
+  if (c.q_lora_rank > 0) {
+    m.q_a = ld.mat(p + "q_a_proj.weight", c.q_lora_rank, D);
+    m.q_a_norm = ld.vec(p + "q_a_layernorm.weight", c.q_lora_rank);
+    m.q_b = ld.mat(p + "q_b_proj.weight", H * qk, c.q_lora_rank);
+  } else {
+    m.q_proj = ld.mat(p + "q_proj.weight", H * qk, D);
+  }
+  m.kv_a = ld.mat(p + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope, D);
+  m.kv_a_norm = ld.vec(p + "kv_a_layernorm.weight", c.kv_lora_rank);
+  m.kv_b = ld.mat(p + "kv_b_proj.weight", H * (c.qk_nope + c.v_head), c.kv_lora_rank);
+  require(m.kv_b.format != TensorFormat::VQ3R, "tensor " + p + "kv_b_proj.weight: VQ3R is not a trunk format");
+  if (c.mla_output_gate) m.g_proj = ld.mat(p + "g_proj.weight", H * c.v_head, D);
+  m.o_proj = ld.mat(p + "o_proj.weight", D, H * c.v_head);
+  return m;
+}
+
+KdaWeights load_kda(const Loader& ld, const ModelConfig& c, const std::string& p) {
+  const int64_t H = c.kda_heads, K = c.kda_head_dim, P = H * K, D = c.hidden, W = c.conv_kernel;
+  KdaWeights k;
+  k.q_proj = ld.mat(p + "q_proj.weight", P, D);
+  k.k_proj = ld.mat(p + "k_proj.weight", P, D);
+  k.v_proj = ld.mat(p + "v_proj.weight", P, D);
+  k.q_conv = ld.vec(p + "q_conv1d.weight", P * W);
+  k.k_conv = ld.vec(p + "k_conv1d.weight", P * W);
+  k.v_conv = ld.vec(p + "v_conv1d.weight", P * W);
+  k.f_a = ld.mat(p + "f_a_proj.weight", K, D);
+  k.f_b = ld.mat(p + "f_b_proj.weight", P, K);
+  // K3 stores A_log padded past the head count; only the first `heads` entries are real.
+  k.A_log = ld.vec(p + "A_log", H, c.arch == Arch::KimiK3);
+  k.dt_bias = ld.vec(p + "dt_bias", P);
+  k.b_proj = ld.mat(p + "b_proj.weight", H, D);
+  if (c.kda_full_rank_gate) {
+    k.g_proj = ld.mat(p + "g_proj.weight", P, D);
+  } else {
+    k.g_a = ld.mat(p + "g_a_proj.weight", K, D);
+    k.g_b = ld.mat(p + "g_b_proj.weight", P, K);
+  }
+  k.o_norm = ld.vec(p + "o_norm.weight", K);
+  k.o_proj = ld.mat(p + "o_proj.weight", D, P);
+  return k;
+}
+
+MlpWeights load_mlp(const Loader& ld, const std::string& p, int64_t inner, int64_t D) {
+  return {ld.mat(p + "gate_proj.weight", inner, D), ld.mat(p + "up_proj.weight", inner, D),
+          ld.mat(p + "down_proj.weight", D, inner)};
+}
+
+AttnResWeights load_attn_res(const Loader& ld, const std::string& p, int64_t D) {
+  return {ld.vec(p + "_norm.weight", D), ld.vec(p + "_proj.weight", D)};
+}
+
+}  // namespace
+
+Model Model::create(const WeightSource& weights, ExpertSource& experts, const ModelConfig& c) {
+  require(c.n_layers > 0 && c.hidden > 0 && c.vocab > 0, "model config has no layers, width or vocabulary");
+  if (c.arch == Arch::KimiK3) require(c.attn_res_block > 0, "Kimi K3 config lacks attn_res_block_size");
+  Model m(weights, experts, c);
+  m.softmax_scale_ = mla_softmax_scale(c);
+  const Loader ld{weights};
+  const int64_t D = c.hidden;
+  const bool kimi = c.arch != Arch::DeepseekV3;
+  for (int L = 0; L < c.n_layers; ++L) {
+    const std::string p = "model.layers." + std::to_string(L) + ".";
+    Layer l;
+    l.input_norm = ld.vec(p + "input_layernorm.weight", D);
+    l.post_norm = ld.vec(p + "post_attention_layernorm.weight", D);
+    if (c.attn_res_block > 0) {
+      l.attn_res = load_attn_res(ld, p + "self_attention_res", D);
+      l.mlp_res = load_attn_res(ld, p + "mlp_res", D);
+    }
+    l.is_mla = c.is_mla_layer(L);
+    if (l.is_mla)
+      l.mla = load_mla(ld, c, p + "self_attn.");
+    else
+      l.kda = load_kda(ld, c, p + "self_attn.");
+    l.is_moe = c.is_moe_layer(L);
+    if (!l.is_moe) {
+      l.dense = load_mlp(ld, p + "mlp.", c.dense_intermediate, D);
+    } else {
+      const std::string q = p + (kimi ? "block_sparse_moe." : "mlp.");
+      l.moe.router.gate = ld.mat(q + "gate.weight", c.n_experts, D);
+      l.moe.router.bias = ld.vec(q + "gate.e_score_correction_bias", c.n_experts);
+      if (c.latent_dim > 0) {
+        l.moe.latent_down = ld.mat(q + "routed_expert_down_proj.weight", c.latent_dim, D);
+        if (c.latent_norm) l.moe.latent_norm = ld.vec(q + "routed_expert_norm.weight", c.latent_dim);
+        l.moe.latent_up = ld.mat(q + "routed_expert_up_proj.weight", D, c.latent_dim);
+      }
+      if (c.n_shared > 0) l.moe.shared = load_mlp(ld, q + "shared_experts.", int64_t(c.moe_intermediate) * c.n_shared, D);
+    }
+    m.layers_.push_back(l);
+  }
+  m.final_norm_ = ld.vec("model.norm.weight", D);
+  if (c.attn_res_block > 0) m.output_res_ = load_attn_res(ld, "model.output_attn_res", D);
+  m.lm_head_ = ld.mat("lm_head.weight", c.vocab, D);
+  return m;
+}
+
+Session Model::new_session(int64_t max_ctx) const {
+  require(max_ctx > 0, "session context must be at least one token");
+  Session s;
+  s.max_ctx_ = max_ctx;
+  s.layers_.resize(size_t(config_.n_layers));
+  for (int L = 0; L < config_.n_layers; ++L) {
+    if (layers_[size_t(L)].is_mla)
+      s.layers_[size_t(L)].mla.width = config_.kv_lora_rank + config_.qk_rope;
+    else
+      s.layers_[size_t(L)].kda = make_kda_state(config_);
+  }
+  return s;
+}
+
+void Model::attention(int L, Session& s, const float* x, int64_t n, float* y) const {
+  const Layer& l = layers_[size_t(L)];
+  if (l.is_mla)
+    mla_forward(config_, l.mla, rope_, softmax_scale_, s.layers_[size_t(L)].mla, s.max_ctx_, s.position_, x, n, y);
+  else
+    kda_forward(config_, l.kda, s.layers_[size_t(L)].kda, x, n, y);
+}
+
+void Model::feed_forward(int L, const float* x, int64_t n, float* y) const {
+  const Layer& l = layers_[size_t(L)];
+  if (l.is_moe)
+    moe_forward(config_, L, l.moe, *experts_, x, n, y);
+  else
+    mlp_forward(config_, l.dense, x, n, y);
+}
+
+void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows,
+                    std::vector<float>* layer_hidden) const {
+  const int64_t n = int64_t(tokens.size()), D = config_.hidden;
+  require(n > 0, "forward: no tokens");
+  require(int64_t(s.layers_.size()) == config_.n_layers, "forward: session was not made by this model");
+  require(s.position_ + n <= s.max_ctx_, "forward: " + std::to_string(s.position_ + n) +
+                                             " tokens exceed the session context of " + std::to_string(s.max_ctx_));
+  std::vector<float> h(size_t(n * D));
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = tokens[size_t(t)];
+    require(id >= 0 && id < config_.vocab, "forward: token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                               std::to_string(config_.vocab));
+    weights_->embedding_row(id, &h[size_t(t * D)]);
+  }
+  if (layer_hidden) layer_hidden->assign(size_t(config_.n_layers * n * D), 0.0f);
+
+  if (config_.arch == Arch::KimiK3)
+    run_k3_decoder(s, h.data(), n, layer_hidden);
+  else
+    run_residual_decoder(s, h.data(), n, layer_hidden);
+  s.position_ += n;
+
+  // Only the rows asked for go through the final norm and the (large) output head.
+  const int64_t first = rows == LogitRows::All ? 0 : n - 1;
+  std::vector<float> normed(size_t((n - first) * D));
+  for (int64_t t = first; t < n; ++t)
+    rmsnorm(&h[size_t(t * D)], final_norm_.data(), int(D), config_.rms_eps, &normed[size_t((t - first) * D)]);
+  matmul(lm_head_, normed.data(), n - first, logits);
+}
+
+}  // namespace waste

@@ -1,0 +1,80 @@
+// The forward pass of the three families over shared layer code. A Model is immutable after
+// create() (weights resolved once, by name, with shapes checked); all per-sequence state
+// lives in a Session, so one Model can serve several sessions (one forward at a time each).
+//
+//   Model m = Model::create(weights, experts, config);
+//   Session s = m.new_session(4096);
+//   m.forward(s, prompt_ids, logits);           // prefill: logits of the last token
+//   m.forward(s, {&next, 1}, logits);           // decode: one token
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "compute/model/attn_res.h"
+#include "compute/model/kda.h"
+#include "compute/model/mla.h"
+#include "compute/model/moe.h"
+#include "compute/model/rope.h"
+#include "compute/model/session.h"
+#include "compute/model/weights.h"
+#include "shared/model/config.h"
+
+namespace waste {
+
+enum class LogitRows { Last, All };
+
+class Model {
+ public:
+  // `weights` and `experts` must outlive the Model. Throws Error naming any missing tensor or
+  // a tensor whose shape does not match the config.
+  static Model create(const WeightSource& weights, ExpertSource& experts, const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+
+  // A fresh sequence able to hold max_ctx tokens (the MLA cache grows up to that).
+  Session new_session(int64_t max_ctx) const;
+
+  // Consumes `tokens` at the session's position: many tokens = prefill, one = decode.
+  // logits gets [vocab] (Last) or [tokens.size(), vocab] (All). If layer_hidden is given it
+  // receives [layers, tokens.size(), hidden]: the residual stream after each layer (K3: the
+  // layer's running block sum), for finding which layer disagrees with a reference.
+  void forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows = LogitRows::Last,
+               std::vector<float>* layer_hidden = nullptr) const;
+
+ private:
+  struct Layer {
+    bool is_mla = true;
+    std::span<const float> input_norm, post_norm;
+    AttnResWeights attn_res, mlp_res;  // K3 only
+    MlaWeights mla;
+    KdaWeights kda;
+    bool is_moe = false;
+    MlpWeights dense;
+    MoeWeights moe;
+  };
+
+  Model(const WeightSource& w, ExpertSource& e, const ModelConfig& c) : weights_(&w), experts_(&e), config_(c), rope_(c) {}
+
+  // The token mixer and the feed-forward block of layer L on n normalised rows [n, D].
+  void attention(int L, Session& s, const float* x, int64_t n, float* y) const;
+  void feed_forward(int L, const float* x, int64_t n, float* y) const;
+
+  // DeepSeek-V3 / K2 and Kimi-Linear: one pre-norm residual stream (residual_decoder.cpp).
+  void run_residual_decoder(Session& s, float* h, int64_t n, std::vector<float>* layer_hidden) const;
+  // K3: block attention residuals (kimi_k3.cpp). h: embeddings in, pre-norm output out.
+  void run_k3_decoder(Session& s, float* h, int64_t n, std::vector<float>* layer_hidden) const;
+
+  const WeightSource* weights_;
+  ExpertSource* experts_;
+  ModelConfig config_;
+  Rope rope_;
+  float softmax_scale_ = 1.0f;
+  std::vector<Layer> layers_;
+  std::span<const float> final_norm_;
+  AttnResWeights output_res_;  // K3
+  MatrixView lm_head_;
+};
+
+}  // namespace waste

@@ -1,0 +1,93 @@
+#include "compute/model/moe.h"
+
+#include <map>
+#include <algorithm>
+#include <vector>
+
+#include "compute/model/expert_apply.h"
+#include "compute/model/ops.h"
+#include "shared/util/error.h"
+
+namespace waste {
+
+void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int64_t n, float* y) {
+  const int64_t I = w.gate.rows;
+  std::vector<float> gate(size_t(n * I)), up(size_t(n * I));
+  matmul(w.gate, x, n, gate.data());
+  matmul(w.up, x, n, up.data());
+  gated_activation(c, gate.data(), up.data(), n * I, gate.data());
+  matmul(w.down, gate.data(), n, y);
+}
+
+void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
+                 int64_t n, float* y) {
+  const int D = c.hidden, k = c.top_k;
+  std::vector<int> chosen(size_t(n) * k);
+  std::vector<float> weight(size_t(n) * k);
+  route(c, w.router, x, n, chosen.data(), weight.data());
+
+  // Routed experts read z: x itself, or its latent projection (K3).
+  const bool latent = w.latent_down.rows > 0;
+  const int Z = latent ? int(w.latent_down.rows) : D;
+  std::vector<float> z_latent;
+  const float* z = x;
+  if (latent) {
+    z_latent.resize(size_t(n) * Z);
+    matmul(w.latent_down, x, n, z_latent.data());
+    z = z_latent.data();
+  }
+
+  // Tokens per expert, in ascending expert order so the summation order per token does not
+  // depend on how tokens were batched.
+  std::map<int, std::vector<std::pair<int64_t, float>>> users;
+  for (int64_t t = 0; t < n; ++t)
+    for (int j = 0; j < k; ++j) users[chosen[size_t(t * k + j)]].push_back({t, weight[size_t(t * k + j)]});
+  std::vector<int> ids;
+  for (const auto& [e, u] : users) ids.push_back(e);
+  experts.prefetch(layer, ids);
+
+  std::vector<float> acc(size_t(n) * Z, 0.0f), in, out;
+  for (const auto& [e, u] : users) {
+    const ExpertView v = experts.expert(layer, e);
+    if (v.hidden != Z || v.intermediate != c.moe_intermediate) {
+      experts.release(layer, e);
+      throw Error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " has shape hidden " +
+                  std::to_string(v.hidden) + " x inner " + std::to_string(v.intermediate) + ", expected " +
+                  std::to_string(Z) + " x " + std::to_string(c.moe_intermediate));
+    }
+    const int64_t m = int64_t(u.size());
+    in.resize(size_t(m) * Z);
+    out.resize(size_t(m) * Z);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(z + size_t(u[size_t(i)].first) * Z, Z, &in[size_t(i) * Z]);
+    try {
+      apply_expert(c, v, in.data(), m, out.data());
+    } catch (...) {
+      experts.release(layer, e);
+      throw;
+    }
+    experts.release(layer, e);
+    for (int64_t i = 0; i < m; ++i) {
+      float* a = &acc[size_t(u[size_t(i)].first) * Z];
+      const float wt = u[size_t(i)].second;
+      for (int d = 0; d < Z; ++d) a[d] += wt * out[size_t(i) * Z + d];
+    }
+  }
+
+  if (latent) {
+    // Normalise the latent mixture, then lift it back to the model width.
+    if (!w.latent_norm.empty())
+      for (int64_t t = 0; t < n; ++t) rmsnorm(&acc[size_t(t) * Z], w.latent_norm.data(), Z, c.rms_eps, &acc[size_t(t) * Z]);
+    matmul(w.latent_up, acc.data(), n, y);
+  } else {
+    std::copy(acc.begin(), acc.end(), y);
+  }
+
+  // The shared expert sees the same x, unweighted, added after the routed sum.
+  if (w.shared.gate.rows > 0) {
+    std::vector<float> s(size_t(n) * D);
+    mlp_forward(c, w.shared, x, n, s.data());
+    for (size_t i = 0; i < s.size(); ++i) y[i] += s[i];
+  }
+}
+
+}  // namespace waste

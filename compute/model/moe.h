@@ -1,0 +1,34 @@
+// Feed-forward blocks: the dense gated MLP (layer 0, shared experts) and the routed MoE with
+// shared experts (MODELS.md 3, 4.5) and K3's latent MoE (A.5), where routed experts work in a
+// narrower latent width between a down and an up projection.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "compute/model/router.h"
+#include "compute/model/weights.h"
+#include "shared/kernels/matvec.h"
+#include "shared/model/config.h"
+
+namespace waste {
+
+struct MlpWeights {
+  MatrixView gate, up, down;  // down( act(gate x, up x) )
+};
+
+struct MoeWeights {
+  RouterWeights router;
+  MlpWeights shared;                 // shared.gate.rows == 0 when there is no shared expert
+  MatrixView latent_down, latent_up;  // K3: rows == 0 otherwise
+  std::span<const float> latent_norm;
+};
+
+// x, y: [n, D].
+void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int64_t n, float* y);
+
+// Routes all n tokens, then applies each chosen expert once to all of its tokens (one
+// matmul per matrix and expert), accumulating the weighted outputs. x, y: [n, D].
+void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
+                 int64_t n, float* y);
+
+}  // namespace waste

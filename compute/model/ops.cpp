@@ -1,0 +1,90 @@
+#include "compute/model/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "shared/util/error.h"
+
+namespace waste {
+
+void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
+  double ss = 0;  // double: the mean of squares is the one sum whose rounding shows
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(ss / n + double(eps)));
+  for (int i = 0; i < n; ++i) out[i] = (w ? w[i] : 1.0f) * (x[i] * inv);
+}
+
+float softplus(float x) {
+  // log(1 + e^x) without overflow; torch switches to identity above 20 for the same reason.
+  return x > 20.0f ? x : std::log1p(std::exp(x));
+}
+
+void l2_normalize(float* x, int n) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::max(std::sqrt(ss), 1e-12));
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void softmax(float* x, int n) {
+  float mx = x[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void gated_activation(const ModelConfig& c, const float* gate, const float* up, int64_t n, float* out) {
+  if (c.activation == Activation::SiLU) {
+    for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+    return;
+  }
+  // SiTU: both halves soft-capped by tanh so activations stay bounded (K3, MODELS.md A.5).
+  const float b = c.situ_beta, bl = c.situ_linear_beta;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (b * std::tanh(g / b) * sigmoid(g)) * (bl * std::tanh(up[i] / bl));
+  }
+}
+
+MatrixView row_slice(const MatrixView& w, int64_t row0, int64_t n) {
+  require(row0 >= 0 && n >= 0 && row0 + n <= w.rows, "row_slice: rows out of range");
+  MatrixView s = w;
+  s.rows = n;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  switch (w.format) {
+    case TensorFormat::F32: s.data = base + row0 * w.cols * 4; break;
+    case TensorFormat::BF16:
+    case TensorFormat::F16: s.data = base + row0 * w.cols * 2; break;
+    case TensorFormat::Q8G:
+      s.data = base + row0 * w.cols;
+      s.scales = w.scales + row0 * (w.cols / w.group);
+      break;
+    case TensorFormat::Q4G:
+      s.data = base + row0 * w.cols / 2;
+      s.scales = w.scales + row0 * (w.cols / w.group);
+      break;
+    case TensorFormat::VQ3R: throw Error("row_slice: a VQ3R matrix cannot be sliced by rows");
+  }
+  return s;
+}
+
+void matvec_transposed_accumulate(const MatrixView& w, int64_t row0, int64_t n, const float* x, int64_t x_stride,
+                                  int64_t tokens, float* y, int64_t y_stride) {
+  std::vector<float> row(size_t(w.cols));
+  for (int64_t r = 0; r < n; ++r) {
+    dequantize_row(w, row0 + r, row.data());
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float xr = x[t * x_stride + r];
+      float* yt = y + t * y_stride;
+      for (int64_t c = 0; c < w.cols; ++c) yt[c] += xr * row[size_t(c)];
+    }
+  }
+}
+
+}  // namespace waste

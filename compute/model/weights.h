@@ -1,0 +1,40 @@
+// Where the model code gets its numbers from. The same forward pass runs on a Hugging Face
+// checkpoint (tests, f32) and on a container's trunk (engine, quantised), so it only ever
+// sees these two interfaces. Names are release names without the tensor prefix, exactly as
+// shared/model/tensors.h lists them (e.g. "model.layers.3.self_attn.kv_b_proj.weight").
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "shared/container/expert_view.h"
+#include "shared/kernels/matvec.h"
+
+namespace waste {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // A 2-D matrix as stored (any trunk format matvec understands). Throws Error naming the
+  // tensor when it is absent. The view stays valid as long as the source lives.
+  virtual MatrixView matrix(const std::string& name) const = 0;
+  // An f32 vector (norm weights, biases, A_log, conv weights flattened). Its size is the
+  // stored element count, which the model checks against what it needs.
+  virtual std::span<const float> vector(const std::string& name) const = 0;
+  // Row `token` of model.embed_tokens.weight, dequantised into out[hidden].
+  virtual void embedding_row(int64_t token, float* out) const = 0;
+};
+
+// Routed experts. In the engine the views point into iod's shared-memory slots, so a view
+// is only valid between expert() and release() of the same (layer, expert).
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  virtual ExpertView expert(int layer, int expert) = 0;
+  virtual void release(int layer, int expert) {}
+  // A hint that these experts of `layer` are about to be asked for (lookahead). Never
+  // changes results.
+  virtual void prefetch(int layer, std::span<const int> experts) {}
+};
+
+}  // namespace waste
