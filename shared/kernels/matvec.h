@@ -7,6 +7,8 @@
 
 namespace waste {
 
+class ThreadPool;
+
 // A matrix [rows, cols] as stored: row-major values, and for Q8G/Q4G a separate plane of
 // f16 scales, one per `group` consecutive inputs of a row.
 struct MatrixView {
@@ -17,11 +19,17 @@ struct MatrixView {
   const uint16_t* scales = nullptr;  // Q8G/Q4G only
 };
 
-// y[rows] = W x[cols], on the best SIMD path (cpu.h), split over the global thread pool
-// when the matrix is large.
+// y[rows] = W x[cols], on the best SIMD path (cpu.h), split over rows on the global thread
+// pool when the matrix is large (> 256K weights), else on the calling thread. Each row's sum
+// is computed by one thread in a fixed order, so y does not depend on the thread count.
+// Must not be called from inside a parallel_for body of the same pool.
 void matvec(const MatrixView& w, const float* x, float* y);
-// y[t][rows] = W x[t][cols] for n tokens; reads W once for all tokens.
+// y[t][rows] = W x[t][cols] for n tokens; reads W once for all tokens. On every path each
+// y[t] is bit-identical to matvec(w, x[t]).
 void matmul(const MatrixView& w, const float* x, int64_t n, float* y);
+// The same on a given pool (always split over it, whatever the size).
+void matvec(const MatrixView& w, const float* x, float* y, ThreadPool& pool);
+void matmul(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
 
 // The portable reference every SIMD path is tested against.
 void matvec_scalar(const MatrixView& w, const float* x, float* y, int64_t row_begin, int64_t row_end);

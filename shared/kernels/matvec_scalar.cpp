@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "shared/kernels/matvec.h"
+#include "shared/kernels/matvec_paths.h"
 #include "shared/util/error.h"
 #include "shared/util/half.h"
 
@@ -52,6 +53,23 @@ void matvec_scalar(const MatrixView& w, const float* x, float* y, int64_t row_be
     for (int64_t c = 0; c < w.cols; ++c) acc += double(row[size_t(c)]) * x[c];
     y[r] = float(acc);
   }
+}
+
+// Dequantizes each row once and dots it with every token, in the same order as
+// matvec_scalar, so each token's result is bit-identical to it.
+void matmul_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+  for_row_ranges(pool, w.rows, w.cols * n, [&](int64_t row_begin, int64_t row_end) {
+    std::vector<float> row(size_t(w.cols));
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      dequantize_row(w, r, row.data());
+      for (int64_t t = 0; t < n; ++t) {
+        const float* xt = x + t * w.cols;
+        double acc = 0;
+        for (int64_t c = 0; c < w.cols; ++c) acc += double(row[size_t(c)]) * xt[c];
+        y[t * w.rows + r] = float(acc);
+      }
+    }
+  });
 }
 
 }  // namespace waste

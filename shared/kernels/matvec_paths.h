@@ -1,0 +1,43 @@
+// Internal to shared/kernels (and its tests and benchmark): the per-path entry points behind
+// matvec()/matmul(), so each SIMD path can be compared to the scalar reference regardless of
+// WASTE_SIMD, and run on a chosen thread pool.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include "shared/kernels/matvec.h"
+
+namespace waste {
+
+class ThreadPool;
+
+enum class KernelPath { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+const char* kernel_path_name(KernelPath path);
+// True when this CPU can run the path (ignores the WASTE_SIMD cap).
+bool kernel_path_available(KernelPath path);
+// The path matvec()/matmul() use: simd_level() mapped to a KernelPath.
+KernelPath best_kernel_path();
+// True when the SIMD paths handle this matrix (Q8G/Q4G need group % 32 == 0); the others
+// fall back to the scalar path.
+bool simd_handles(const MatrixView& w);
+
+// Throws waste::Error unless w is a well-formed trunk matrix view.
+void check_matrix(const MatrixView& w, const char* who);
+
+// Runs fn(row_begin, row_end) over [0, rows) on `pool` in blocks of whole row tiles, or on
+// the calling thread when pool is null. Each row is handled by exactly one call.
+void for_row_ranges(ThreadPool* pool, int64_t rows, int64_t weights_per_row,
+                    const std::function<void(int64_t, int64_t)>& fn);
+
+// y[t*rows + r] = (W x_t)[r] for t < n, on one path; pool may be null (calling thread only).
+// Every path computes each row's sum in an order fixed by the path and the column count
+// alone, so results do not depend on the pool size, the row split, or n.
+void matmul_path(KernelPath path, const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matvec_path(KernelPath path, const MatrixView& w, const float* x, float* y, ThreadPool* pool);
+
+// The per-path implementations (validated input; simd paths need simd_handles(w)).
+void matmul_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_avx2(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_avx512(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+
+}  // namespace waste
