@@ -6,12 +6,22 @@
 
 namespace waste::rvq_detail {
 
+namespace {
+// A product the compiler may not fuse with the following add (GCC contracts intrinsic
+// mul+add into FMA in C++ mode), so every path rounds exactly like the scalar reference.
+inline __m256 mul_exact(__m256 a, __m256 b) {
+  __m256 p = _mm256_mul_ps(a, b);
+  asm("" : "+v"(p));
+  return p;
+}
+}  // namespace
+
 void scores_avx2(const float* q, const StageBook& b, float* out) {
   __m256 m[kVqDim];
   for (int d = 0; d < kVqDim; ++d) m[d] = _mm256_set1_ps(-2.0f * q[d]);
   for (int j = 0; j < kVqEntries; j += 8) {
     __m256 a = _mm256_load_ps(b.norms + j);
-    for (int d = 0; d < kVqDim; ++d) a = _mm256_add_ps(a, _mm256_mul_ps(m[d], _mm256_load_ps(&b.t[d][j])));
+    for (int d = 0; d < kVqDim; ++d) a = _mm256_add_ps(a, mul_exact(m[d], _mm256_load_ps(&b.t[d][j])));
     _mm256_store_ps(out + j, a);
   }
 }
@@ -25,7 +35,7 @@ int nearest_avx2(const float* q, const StageBook& b, float* best_score) {
   const __m256i step = _mm256_set1_epi32(8);
   for (int j = 0; j < kVqEntries; j += 8) {
     __m256 a = _mm256_load_ps(b.norms + j);
-    for (int d = 0; d < kVqDim; ++d) a = _mm256_add_ps(a, _mm256_mul_ps(m[d], _mm256_load_ps(&b.t[d][j])));
+    for (int d = 0; d < kVqDim; ++d) a = _mm256_add_ps(a, mul_exact(m[d], _mm256_load_ps(&b.t[d][j])));
     __m256 lt = _mm256_cmp_ps(a, best, _CMP_LT_OQ);  // strictly less keeps the earliest minimum
     best = _mm256_blendv_ps(best, a, lt);
     best_idx = _mm256_blendv_epi8(best_idx, idx, _mm256_castps_si256(lt));

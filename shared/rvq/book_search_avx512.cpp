@@ -1,17 +1,30 @@
 // AVX-512 scoring of 16 codebook entries per instruction (see book_search.h for the exact
 // operation order every path shares).
+// GCC 12 warns inside its own AVX-512 headers (a known false positive of its intrinsics).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include "shared/rvq/book_search.h"
 
 namespace waste::rvq_detail {
 
+namespace {
+// A product the compiler may not fuse with the following add (GCC contracts intrinsic
+// mul+add into FMA in C++ mode), so every path rounds exactly like the scalar reference.
+inline __m512 mul_exact(__m512 a, __m512 b) {
+  __m512 p = _mm512_mul_ps(a, b);
+  asm("" : "+v"(p));
+  return p;
+}
+}  // namespace
+
 void scores_avx512(const float* q, const StageBook& b, float* out) {
   __m512 m[kVqDim];
   for (int d = 0; d < kVqDim; ++d) m[d] = _mm512_set1_ps(-2.0f * q[d]);
   for (int j = 0; j < kVqEntries; j += 16) {
     __m512 a = _mm512_load_ps(b.norms + j);
-    for (int d = 0; d < kVqDim; ++d) a = _mm512_add_ps(a, _mm512_mul_ps(m[d], _mm512_load_ps(&b.t[d][j])));
+    for (int d = 0; d < kVqDim; ++d) a = _mm512_add_ps(a, mul_exact(m[d], _mm512_load_ps(&b.t[d][j])));
     _mm512_store_ps(out + j, a);
   }
 }
@@ -25,7 +38,7 @@ int nearest_avx512(const float* q, const StageBook& b, float* best_score) {
   const __m512i step = _mm512_set1_epi32(16);
   for (int j = 0; j < kVqEntries; j += 16) {
     __m512 a = _mm512_load_ps(b.norms + j);
-    for (int d = 0; d < kVqDim; ++d) a = _mm512_add_ps(a, _mm512_mul_ps(m[d], _mm512_load_ps(&b.t[d][j])));
+    for (int d = 0; d < kVqDim; ++d) a = _mm512_add_ps(a, mul_exact(m[d], _mm512_load_ps(&b.t[d][j])));
     // Strictly less: a lane keeps its earliest minimum, as the scalar loop does.
     __mmask16 lt = _mm512_cmp_ps_mask(a, best, _CMP_LT_OQ);
     best = _mm512_mask_mov_ps(best, lt, a);

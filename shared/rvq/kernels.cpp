@@ -1,0 +1,199 @@
+// Dispatch of the VQ3R kernels, table building, and the fused expert apply.
+#include "shared/rvq/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "shared/kernels/matvec.h"
+#include "shared/rvq/kernel_paths.h"
+#include "shared/util/error.h"
+#include "shared/util/thread_pool.h"
+
+namespace waste {
+
+using namespace rvq_detail;
+
+namespace {
+
+// The LUT path needs VBMI byte permutes; simd_level() reports Avx512 only with VBMI.
+SimdLevel kernel_level(SimdLevel level) {
+#if defined(__x86_64__)
+  if (level == SimdLevel::Avx512 || level == SimdLevel::Avx2) return level;
+#endif
+  return SimdLevel::Scalar;
+}
+
+// Tables are built per token and per expert's down product; keep the transposed books of the
+// last few codebook pointers so repeated builds do not re-transpose (thread-local: no locks).
+const BooksT& transposed(const float* books) {
+  struct Entry { const float* key = nullptr; std::unique_ptr<BooksT> t; };
+  thread_local Entry cache[4];
+  thread_local int next = 0;
+  for (auto& e : cache)
+    if (e.key == books && e.t) return *e.t;
+  Entry& e = cache[next];
+  next = (next + 1) % 4;
+  if (!e.t) e.t = std::make_unique<BooksT>();
+  transpose_books(books, *e.t);
+  e.key = books;
+  return *e.t;
+}
+
+}  // namespace
+
+void build_tables_at(SimdLevel level, const float* x, int cols, const float* books, RvqTables& out) {
+  require(cols > 0 && cols % kVqDim == 0, "build_tables: input width must be a positive multiple of 8, got " +
+                                              std::to_string(cols));
+  require(books != nullptr, "build_tables: no codebooks");
+  level = kernel_level(level);
+  const int G = cols / kVqDim;
+  const int blocks = (G + kLutBlockVectors - 1) / kLutBlockVectors;
+  out.cols = cols;
+  out.books = books;
+  out.x.assign(x, x + cols);
+  out.block_scale.resize(size_t(blocks));
+  if (level == SimdLevel::Avx2) {  // the decode path reads x and the books only
+    out.q.clear();
+    std::fill(out.block_scale.begin(), out.block_scale.end(), 0.0f);
+    return;
+  }
+  out.q.resize(size_t(G) * kVqStages * kVqEntries);
+  const BooksT& bt = transposed(books);
+  for (int b = 0; b < blocks; ++b) {
+    const int g0 = b * kLutBlockVectors, nv = std::min(G - g0, kLutBlockVectors);
+    uint8_t* q = out.q.data() + size_t(g0) * kVqStages * kVqEntries;
+#if defined(__x86_64__)
+    if (level == SimdLevel::Avx512) {
+      out.block_scale[size_t(b)] = table_block_avx512(x + g0 * kVqDim, nv, bt, q);
+      continue;
+    }
+#endif
+    out.block_scale[size_t(b)] = table_block_scalar(x + g0 * kVqDim, nv, bt, q);
+  }
+}
+
+void build_tables(const float* x, int cols, const float* books, RvqTables& out) {
+  build_tables_at(simd_level(), x, cols, books, out);
+}
+
+void rvq_matmul_at(SimdLevel level, const uint8_t* codes, const uint16_t* scales, int rows, int cols,
+                   const RvqTables* const* t, int n, float* y, size_t y_stride, int tile_begin, int tile_end) {
+  level = kernel_level(level);
+  for (int i = 0; i < n; ++i) {
+    require(t[i]->cols == cols, "rvq_matmul: tables for width " + std::to_string(t[i]->cols) + ", matrix has " +
+                                    std::to_string(cols) + " columns");
+    require(level == SimdLevel::Avx2 || !t[i]->q.empty(), "rvq_matmul: tables were built for the AVX2 path");
+  }
+#if defined(__x86_64__)
+  if (level == SimdLevel::Avx512) return matmul_tiles_avx512(codes, scales, rows, cols, t, n, y, y_stride, tile_begin, tile_end);
+  if (level == SimdLevel::Avx2) return matmul_tiles_avx2(codes, scales, rows, cols, t, n, y, y_stride, tile_begin, tile_end);
+#endif
+  matmul_tiles_scalar(codes, scales, rows, cols, t, n, y, y_stride, tile_begin, tile_end);
+}
+
+void rvq_matmul(const uint8_t* codes, const uint16_t* scales, int rows, int cols, const RvqTables* const* t, int n,
+                float* y, size_t y_stride, ThreadPool* pool) {
+  const int tiles = (rows + kVqTileRows - 1) / kVqTileRows;
+  const SimdLevel level = simd_level();
+  if (!pool || pool->size() == 1) return rvq_matmul_at(level, codes, scales, rows, cols, t, n, y, y_stride, 0, tiles);
+  // Groups of 4 tiles (the AVX-512 kernel's unit); each row's result does not depend on the split.
+  const size_t groups = size_t(tiles + 3) / 4;
+  pool->parallel_for(groups, 1, [&](size_t b, size_t e) {
+    rvq_matmul_at(level, codes, scales, rows, cols, t, n, y, y_stride, int(b) * 4, std::min(tiles, int(e) * 4));
+  });
+}
+
+void rvq_matvec(const uint8_t* codes, const uint16_t* scales, int rows, int cols, const RvqTables& t, float* y,
+                ThreadPool* pool) {
+  const RvqTables* p = &t;
+  rvq_matmul(codes, scales, rows, cols, &p, 1, y, size_t(rows), pool);
+}
+
+float activate(const Activation& act, float g, float u) {
+  const float sig = 1.0f / (1.0f + std::exp(-g));
+  if (act.kind == Activation::Kind::SiLU) return g * sig * u;
+  return (act.beta * std::tanh(g / act.beta) * sig) * (act.beta_linear * std::tanh(u / act.beta_linear));
+}
+
+void build_expert_tables(const float* x, int hidden, const float* layer_codebooks, ExpertTables& out) {
+  out.hidden = hidden;
+  out.codebooks = layer_codebooks;
+  out.x.assign(x, x + hidden);
+  if (!layer_codebooks) return;
+  build_tables(x, hidden, layer_codebooks, out.gate);
+  build_tables(x, hidden, layer_codebooks + kCodebookFloats, out.up);
+}
+
+namespace {
+
+void check_view(const ExpertView& v, const ExpertTables& t) {
+  require(v.hidden > 0 && v.intermediate > 0, "apply_expert: empty expert view");
+  require(t.hidden == v.hidden, "apply_expert: tables for hidden " + std::to_string(t.hidden) + ", expert has " +
+                                    std::to_string(v.hidden));
+  switch (v.format) {
+    case TensorFormat::VQ3R:
+      require(v.codebooks && v.codebooks == t.codebooks,
+              "apply_expert: the expert's layer codebooks are not those the tables were built from");
+      require(v.hidden % kVqDim == 0 && v.intermediate % kVqDim == 0, "apply_expert: VQ3R widths must be multiples of 8");
+      return;
+    case TensorFormat::F32:
+    case TensorFormat::BF16: return;
+    default: throw Error(std::string("apply_expert: unsupported expert format ") + format_name(v.format));
+  }
+}
+
+MatrixView lossless(const ExpertView& v, const uint8_t* data, int rows, int cols) {
+  MatrixView m;
+  m.format = v.format;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = data;
+  return m;
+}
+
+}  // namespace
+
+void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const float* weights, int n,
+                        const Activation& act, ExpertScratch& s, float* y, ThreadPool* pool) {
+  if (n <= 0) return;
+  for (int i = 0; i < n; ++i) check_view(v, *t[i]);
+  const int H = v.hidden, I = v.intermediate;
+  s.gate.resize(size_t(n) * I);
+  s.up.resize(size_t(n) * I);
+  s.h.resize(size_t(n) * I);
+  s.out.resize(size_t(n) * H);
+  if (v.format == TensorFormat::VQ3R) {
+    const size_t nn = static_cast<size_t>(n);
+    std::vector<const RvqTables*> tg(nn), tu(nn), td(nn);
+    for (int i = 0; i < n; ++i) { tg[size_t(i)] = &t[i]->gate; tu[size_t(i)] = &t[i]->up; }
+    rvq_matmul(v.gate, v.gate_scales, I, H, tg.data(), n, s.gate.data(), size_t(I), pool);
+    rvq_matmul(v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), pool);
+    for (size_t k = 0; k < size_t(n) * I; ++k) s.h[k] = activate(act, s.gate[k], s.up[k]);
+    if (s.down.size() < size_t(n)) s.down.resize(size_t(n));
+    for (int i = 0; i < n; ++i) {
+      build_tables(s.h.data() + size_t(i) * I, I, v.codebooks + 2 * kCodebookFloats, s.down[size_t(i)]);
+      td[size_t(i)] = &s.down[size_t(i)];
+    }
+    rvq_matmul(v.down, v.down_scales, H, I, td.data(), n, s.out.data(), size_t(H), pool);
+  } else {
+    const MatrixView g = lossless(v, v.gate, I, H), u = lossless(v, v.up, I, H), d = lossless(v, v.down, H, I);
+    for (int i = 0; i < n; ++i) {
+      matvec(g, t[i]->x.data(), s.gate.data() + size_t(i) * I);
+      matvec(u, t[i]->x.data(), s.up.data() + size_t(i) * I);
+    }
+    for (size_t k = 0; k < size_t(n) * I; ++k) s.h[k] = activate(act, s.gate[k], s.up[k]);
+    for (int i = 0; i < n; ++i) matvec(d, s.h.data() + size_t(i) * I, s.out.data() + size_t(i) * H);
+  }
+  for (int i = 0; i < n; ++i)
+    for (int r = 0; r < H; ++r) y[size_t(i) * H + r] += weights[i] * s.out[size_t(i) * H + r];
+}
+
+void apply_expert(const ExpertView& v, const ExpertTables& t, float weight, const Activation& act,
+                  ExpertScratch& scratch, float* y, ThreadPool* pool) {
+  const ExpertTables* p = &t;
+  apply_expert_batch(v, &p, &weight, 1, act, scratch, y, pool);
+}
+
+}  // namespace waste

@@ -1,0 +1,147 @@
+// AVX-512 (F/BW/VBMI) VQ3R kernels: table build 16 entries per instruction, and lookups of
+// 64 rows at once with two vpermi2b (entries 0-127 and 128-255) blended on the index's top
+// bit. Lookups are biased unsigned bytes, split into even/odd rows and summed exactly in
+// int16 per block of 8 vector positions, then flushed to f32 as the scalar reference does.
+// GCC 12 warns inside its own AVX-512 headers (a known false positive of its intrinsics).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "shared/rvq/kernel_paths.h"
+#include "shared/util/half.h"
+
+namespace waste::rvq_detail {
+
+namespace {
+// A product the compiler may not fuse with the following add (GCC contracts intrinsic
+// mul+add into FMA in C++ mode), so every path rounds exactly like the scalar reference.
+inline __m512 mul_exact(__m512 a, __m512 b) {
+  __m512 p = _mm512_mul_ps(a, b);
+  asm("" : "+v"(p));
+  return p;
+}
+}  // namespace
+
+float table_block_avx512(const float* x, int nv, const BooksT& b, uint8_t* q) {
+  constexpr int kPer = kVqStages * kVqEntries;
+  alignas(64) float f[kLutBlockVectors][kPer];
+  __m512 maxv = _mm512_setzero_ps();
+  for (int v = 0; v < nv; ++v) {
+    __m512 xs[kVqDim];
+    for (int d = 0; d < kVqDim; ++d) xs[d] = _mm512_set1_ps(x[v * kVqDim + d]);
+    for (int s = 0; s < kVqStages; ++s)
+      for (int j = 0; j < kVqEntries; j += 16) {
+        __m512 a = mul_exact(_mm512_load_ps(&b.t[s][0][j]), xs[0]);
+        for (int d = 1; d < kVqDim; ++d) a = _mm512_add_ps(a, mul_exact(_mm512_load_ps(&b.t[s][d][j]), xs[d]));
+        _mm512_store_ps(&f[v][s * kVqEntries + j], a);
+        maxv = _mm512_max_ps(maxv, _mm512_abs_ps(a));
+      }
+  }
+  alignas(64) float m16[16];
+  _mm512_store_ps(m16, maxv);
+  float maxabs = 0;
+  for (float m : m16) maxabs = std::max(maxabs, m);
+  const float inv_s = maxabs > 0 ? 127.0f / maxabs : 0.0f;
+  const __m512 inv = _mm512_set1_ps(inv_s);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), bias = _mm512_set1_epi32(kLutBias);
+  for (int v = 0; v < nv; ++v)
+    for (int i = 0; i < kPer; i += 16) {
+      // cvtps rounds to nearest even, as nearbyint does in the reference.
+      __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(&f[v][i]), inv));
+      r = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi), bias);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + v * kPer + i), _mm512_cvtepi32_epi8(r));
+    }
+  return maxabs / 127.0f;
+}
+
+namespace {
+
+// One group of NT row tiles (NT*64 rows) for all n inputs. accf holds n*NT*64 floats laid out
+// per (input, tile) as [even rows 0..62][odd rows 1..63].
+template <int NT>
+void lut_group(const uint8_t* codes, const uint16_t* scales, int rows, int G, const RvqTables* const* t, int n,
+               float* y, size_t y_stride, int tile0, float* accf) {
+  const size_t tile_stride = size_t(G) * kVqStages * kVqTileRows;
+  const uint8_t* base = codes + size_t(tile0) * tile_stride;
+  std::fill(accf, accf + size_t(n) * NT * kVqTileRows, 0.0f);
+  const __m512i low_byte = _mm512_set1_epi16(0x00ff);
+  for (int g0 = 0; g0 < G; g0 += kLutBlockVectors) {
+    const int g1 = std::min(G, g0 + kLutBlockVectors);
+    const __m512i bias = _mm512_set1_epi16(int16_t(kLutBias * kVqStages * (g1 - g0)));
+    for (int i = 0; i < n; ++i) {
+      const uint8_t* q = t[i]->q.data();
+      __m512i ae[NT], ao[NT];
+      for (int k = 0; k < NT; ++k) ae[k] = ao[k] = _mm512_setzero_si512();
+      for (int g = g0; g < g1; ++g) {
+        const uint8_t* tg = q + size_t(g) * kVqStages * kVqEntries;
+        __m512i T[kVqStages][4];
+        for (int s = 0; s < kVqStages; ++s)
+          for (int p = 0; p < 4; ++p) T[s][p] = _mm512_loadu_si512(tg + s * kVqEntries + p * 64);
+        for (int k = 0; k < NT; ++k) {
+          const uint8_t* c = base + k * tile_stride + size_t(g) * kVqStages * kVqTileRows;
+          for (int s = 0; s < kVqStages; ++s) {
+            __m512i idx = _mm512_loadu_si512(c + s * kVqTileRows);
+            __m512i l = _mm512_permutex2var_epi8(T[s][0], idx, T[s][1]);
+            __m512i h = _mm512_permutex2var_epi8(T[s][2], idx, T[s][3]);
+            __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), l, h);
+            ae[k] = _mm512_add_epi16(ae[k], _mm512_and_si512(v, low_byte));
+            ao[k] = _mm512_add_epi16(ao[k], _mm512_srli_epi16(v, 8));
+          }
+        }
+      }
+      const __m512 sc = _mm512_set1_ps(t[i]->block_scale[size_t(g0 / kLutBlockVectors)]);
+      for (int k = 0; k < NT; ++k) {
+        float* a = accf + (size_t(i) * NT + k) * kVqTileRows;
+        const __m512i e = _mm512_sub_epi16(ae[k], bias), o = _mm512_sub_epi16(ao[k], bias);
+        const __m256i parts[4] = {_mm512_castsi512_si256(e), _mm512_extracti64x4_epi64(e, 1),
+                                  _mm512_castsi512_si256(o), _mm512_extracti64x4_epi64(o, 1)};
+        for (int p = 0; p < 4; ++p) {
+          __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(parts[p]));
+          _mm512_storeu_ps(a + 16 * p, _mm512_add_ps(_mm512_loadu_ps(a + 16 * p), mul_exact(f, sc)));
+        }
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < NT; ++k) {
+      const float* a = accf + (size_t(i) * NT + k) * kVqTileRows;
+      const int r0 = (tile0 + k) * kVqTileRows;
+      const int r_end = std::min(rows - r0, kVqTileRows);
+      float* yi = y + size_t(i) * y_stride + size_t(r0);
+      for (int p = 0; p < kVqTileRows; ++p) {
+        const int rr = p < 32 ? 2 * p : 2 * (p - 32) + 1;
+        if (rr < r_end) yi[rr] = a[p] * f16_to_f32(scales[r0 + rr]);
+      }
+    }
+}
+
+}  // namespace
+
+void matmul_tiles_avx512(const uint8_t* codes, const uint16_t* scales, int rows, int cols, const RvqTables* const* t,
+                         int n, float* y, size_t y_stride, int tile_begin, int tile_end) {
+  const int G = cols / kVqDim;
+  thread_local std::vector<float> accf;
+  // Four tiles (256 rows) share each table load; tokens are applied while a block of codes is
+  // in L1. The accumulators of every token are kept, so bound the token chunk.
+  constexpr int kMaxTokens = 64;
+  if (accf.size() < size_t(kMaxTokens) * 4 * kVqTileRows) accf.resize(size_t(kMaxTokens) * 4 * kVqTileRows);
+  for (int i0 = 0; i0 < n; i0 += kMaxTokens) {
+    const int ni = std::min(kMaxTokens, n - i0);
+    float* yi = y + size_t(i0) * y_stride;
+    for (int tile = tile_begin; tile < tile_end;) {
+      const int nt = std::min(4, tile_end - tile);
+      switch (nt) {
+        case 4: lut_group<4>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
+        case 3: lut_group<3>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
+        case 2: lut_group<2>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
+        default: lut_group<1>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
+      }
+      tile += nt;
+    }
+  }
+}
+
+}  // namespace waste::rvq_detail

@@ -1,0 +1,254 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "shared/container/format.h"
+#include "shared/rvq/encoder.h"
+#include "shared/rvq/kernels.h"
+#include "shared/util/cpu.h"
+#include "shared/util/error.h"
+#include "shared/util/half.h"
+#include "shared/util/thread_pool.h"
+
+using namespace waste;
+
+namespace {
+
+std::vector<float> gaussian(size_t n, uint64_t seed, float sd = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// A random VQ3R matrix: random codes (padding rows too: kernels must ignore them), f16 scales.
+struct Matrix {
+  int rows, cols;
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales;
+  std::vector<float> dense;  // decoded
+};
+
+Matrix random_matrix(int rows, int cols, const float* books, uint64_t seed) {
+  Matrix m{rows, cols, std::vector<uint8_t>(vq3r_code_bytes(rows, cols)), std::vector<uint16_t>(size_t(rows)), {}};
+  std::mt19937_64 rng(seed);
+  for (auto& c : m.codes) c = uint8_t(rng());
+  std::uniform_real_distribution<float> u(0.01f, 0.05f);
+  for (auto& s : m.scales) s = f32_to_f16(u(rng));
+  m.dense.resize(size_t(rows) * cols);
+  decode_matrix(m.codes.data(), m.scales.data(), rows, cols, books, m.dense.data());
+  return m;
+}
+
+std::vector<double> reference(const std::vector<float>& w, int rows, int cols, const float* x) {
+  std::vector<double> y(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    double a = 0;
+    for (int c = 0; c < cols; ++c) a += double(w[size_t(r) * cols + c]) * x[c];
+    y[size_t(r)] = a;
+  }
+  return y;
+}
+
+double rel_err(const float* y, const std::vector<double>& ref) {
+  double e = 0, s = 0;
+  for (size_t i = 0; i < ref.size(); ++i) { e += (y[i] - ref[i]) * (y[i] - ref[i]); s += ref[i] * ref[i]; }
+  return std::sqrt(e / s);
+}
+
+bool have_avx512() { return simd_level() == SimdLevel::Avx512; }
+bool have_avx2() { return simd_level() == SimdLevel::Avx2 || simd_level() == SimdLevel::Avx512; }
+
+// Codebooks with the energy split of a trained RVQ (later stages smaller).
+std::vector<float> books_like_trained(uint64_t seed) {
+  std::vector<float> b = gaussian(kCodebookFloats, seed);
+  for (size_t i = 0; i < b.size(); ++i) b[i] *= i < 2048 ? 0.8f : i < 4096 ? 0.35f : 0.17f;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("lut kernels: SIMD paths against the scalar reference on odd shapes") {
+  std::vector<float> books = books_like_trained(11);
+  const int shapes[][2] = {{1, 8}, {63, 64}, {64, 72}, {65, 256}, {200, 136}, {300, 520}, {513, 64}};
+  uint64_t seed = 100;
+  double worst_q = 0;
+  for (const auto& sh : shapes) {
+    const int rows = sh[0], cols = sh[1];
+    CAPTURE(rows);
+    CAPTURE(cols);
+    Matrix m = random_matrix(rows, cols, books.data(), ++seed);
+    const int n = 3;
+    std::vector<float> xs = gaussian(size_t(n) * cols, ++seed);
+    std::vector<RvqTables> ts(n), ts512(n), ts2(n);
+    std::vector<const RvqTables*> p(n), p512(n), p2(n);
+    for (int i = 0; i < n; ++i) {
+      build_tables_at(SimdLevel::Scalar, &xs[size_t(i) * cols], cols, books.data(), ts[size_t(i)]);
+      p[size_t(i)] = &ts[size_t(i)];
+    }
+    const int tiles = (rows + 63) / 64;
+    std::vector<float> y(size_t(n) * rows, -1.0f);
+    rvq_matmul_at(SimdLevel::Scalar, m.codes.data(), m.scales.data(), rows, cols, p.data(), n, y.data(), size_t(rows), 0, tiles);
+    for (int i = 0; i < n; ++i) {
+      std::vector<double> ref = reference(m.dense, rows, cols, &xs[size_t(i) * cols]);
+      double e = rel_err(&y[size_t(i) * rows], ref);
+      // int8 table quantisation costs ~1.5% of the output (one output alone can be near 0).
+      if (rows < 16) continue;
+      worst_q = std::max(worst_q, e);
+      CHECK(e < 0.03);
+    }
+    if (have_avx512()) {
+      for (int i = 0; i < n; ++i) {
+        build_tables_at(SimdLevel::Avx512, &xs[size_t(i) * cols], cols, books.data(), ts512[size_t(i)]);
+        CHECK(ts512[size_t(i)].q == ts[size_t(i)].q);
+        CHECK(ts512[size_t(i)].block_scale == ts[size_t(i)].block_scale);
+        p512[size_t(i)] = &ts512[size_t(i)];
+      }
+      std::vector<float> y5(y.size(), -2.0f);
+      rvq_matmul_at(SimdLevel::Avx512, m.codes.data(), m.scales.data(), rows, cols, p512.data(), n, y5.data(), size_t(rows), 0, tiles);
+      CHECK(std::memcmp(y5.data(), y.data(), y.size() * 4) == 0);
+    }
+    if (have_avx2()) {
+      for (int i = 0; i < n; ++i) {
+        build_tables_at(SimdLevel::Avx2, &xs[size_t(i) * cols], cols, books.data(), ts2[size_t(i)]);
+        p2[size_t(i)] = &ts2[size_t(i)];
+      }
+      std::vector<float> y2(y.size(), -3.0f);
+      rvq_matmul_at(SimdLevel::Avx2, m.codes.data(), m.scales.data(), rows, cols, p2.data(), n, y2.data(), size_t(rows), 0, tiles);
+      for (int i = 0; i < n; ++i)
+        CHECK(rel_err(&y2[size_t(i) * rows], reference(m.dense, rows, cols, &xs[size_t(i) * cols])) < 1e-5);
+    }
+  }
+  MESSAGE("worst relative output error of int8 tables: " << worst_q);
+}
+
+TEST_CASE("rvq_matvec: thread count and batching do not change a bit") {
+  std::vector<float> books = books_like_trained(12);
+  const int rows = 700, cols = 264;
+  Matrix m = random_matrix(rows, cols, books.data(), 5);
+  const int n = 4;
+  std::vector<float> xs = gaussian(size_t(n) * cols, 6);
+  std::vector<RvqTables> ts(n);
+  std::vector<const RvqTables*> p(n);
+  for (int i = 0; i < n; ++i) {
+    build_tables(&xs[size_t(i) * cols], cols, books.data(), ts[size_t(i)]);
+    p[size_t(i)] = &ts[size_t(i)];
+  }
+  std::vector<float> batch(size_t(n) * rows), single(size_t(n) * rows), threaded(size_t(n) * rows);
+  rvq_matmul(m.codes.data(), m.scales.data(), rows, cols, p.data(), n, batch.data(), size_t(rows));
+  ThreadPool pool(3);
+  for (int i = 0; i < n; ++i) {
+    rvq_matvec(m.codes.data(), m.scales.data(), rows, cols, ts[size_t(i)], &single[size_t(i) * rows]);
+    rvq_matvec(m.codes.data(), m.scales.data(), rows, cols, ts[size_t(i)], &threaded[size_t(i) * rows], &pool);
+  }
+  CHECK(std::memcmp(batch.data(), single.data(), batch.size() * 4) == 0);
+  CHECK(std::memcmp(threaded.data(), single.data(), batch.size() * 4) == 0);
+  RvqTables wrong;
+  build_tables(xs.data(), 256, books.data(), wrong);
+  std::vector<float> y(static_cast<size_t>(rows));
+  CHECK_THROWS_AS(rvq_matvec(m.codes.data(), m.scales.data(), rows, cols, wrong, y.data()), Error);
+}
+
+TEST_CASE("activations") {
+  Activation silu;
+  CHECK(activate(silu, 1.0f, 2.0f) == doctest::Approx(2.0 * 1.0 / (1.0 + std::exp(-1.0))).epsilon(1e-6));
+  CHECK(activate(silu, -3.0f, 0.5f) == doctest::Approx(0.5 * -3.0 / (1.0 + std::exp(3.0))).epsilon(1e-6));
+  Activation situ;
+  situ.kind = Activation::Kind::SiTU;
+  auto ref = [](double g, double u) {
+    return (4.0 * std::tanh(g / 4.0) / (1.0 + std::exp(-g))) * (25.0 * std::tanh(u / 25.0));
+  };
+  for (double g : {-9.0, -1.0, 0.3, 2.0, 12.0})
+    for (double u : {-60.0, -0.5, 1.5, 40.0}) CHECK(activate(situ, float(g), float(u)) == doctest::Approx(ref(g, u)).epsilon(1e-5));
+  // SiTU saturates: |h| <= 4 * 25.
+  CHECK(std::fabs(activate(situ, 1e4f, 1e4f)) <= 100.0f);
+}
+
+TEST_CASE("apply_expert: VQ3R and F32/BF16 experts against a float reference; batch == per token") {
+  const int H = 136, I = 72;
+  std::vector<float> layer(3 * kCodebookFloats);
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> b = books_like_trained(20 + uint64_t(k));
+    std::copy(b.begin(), b.end(), layer.begin() + k * long(kCodebookFloats));
+  }
+  Matrix g = random_matrix(I, H, layer.data(), 31), u = random_matrix(I, H, layer.data() + kCodebookFloats, 32),
+         d = random_matrix(H, I, layer.data() + 2 * kCodebookFloats, 33);
+  ExpertView v;
+  v.format = TensorFormat::VQ3R;
+  v.hidden = H;
+  v.intermediate = I;
+  v.gate = g.codes.data();
+  v.up = u.codes.data();
+  v.down = d.codes.data();
+  v.gate_scales = g.scales.data();
+  v.up_scales = u.scales.data();
+  v.down_scales = d.scales.data();
+  v.codebooks = layer.data();
+  Activation act;
+  act.kind = Activation::Kind::SiTU;
+  const int n = 3;
+  std::vector<float> xs = gaussian(size_t(n) * H, 40, 3.0f);
+  const float weights[n] = {0.5f, 1.25f, -0.75f};
+  std::vector<ExpertTables> ts(n);
+  std::vector<const ExpertTables*> p(n);
+  for (int i = 0; i < n; ++i) {
+    build_expert_tables(&xs[size_t(i) * H], H, layer.data(), ts[size_t(i)]);
+    p[size_t(i)] = &ts[size_t(i)];
+  }
+  // Float reference on the decoded weights.
+  std::vector<std::vector<double>> ref(n);
+  for (int i = 0; i < n; ++i) {
+    std::vector<double> gy = reference(g.dense, I, H, &xs[size_t(i) * H]), uy = reference(u.dense, I, H, &xs[size_t(i) * H]);
+    std::vector<float> h(static_cast<size_t>(I));
+    for (int k = 0; k < I; ++k) h[size_t(k)] = activate(act, float(gy[size_t(k)]), float(uy[size_t(k)]));
+    ref[size_t(i)] = reference(d.dense, H, I, h.data());
+    for (auto& r : ref[size_t(i)]) r *= weights[i];
+  }
+  ExpertScratch scratch;
+  std::vector<float> single(size_t(n) * H, 0.0f), batch(size_t(n) * H, 0.0f);
+  for (int i = 0; i < n; ++i) apply_expert(v, ts[size_t(i)], weights[i], act, scratch, &single[size_t(i) * H]);
+  apply_expert_batch(v, p.data(), weights, n, act, scratch, batch.data());
+  CHECK(std::memcmp(single.data(), batch.data(), single.size() * 4) == 0);
+  for (int i = 0; i < n; ++i) CHECK(rel_err(&single[size_t(i) * H], ref[size_t(i)]) < 0.05);
+  // Tables from another layer's books are refused.
+  ExpertTables other;
+  std::vector<float> layer2 = layer;
+  build_expert_tables(xs.data(), H, layer2.data(), other);
+  CHECK_THROWS_AS(apply_expert(v, other, 1.0f, act, scratch, single.data()), Error);
+
+  // The same expert stored lossless (F32 and BF16) through the same entry point.
+  for (TensorFormat f : {TensorFormat::F32, TensorFormat::BF16}) {
+    CAPTURE(format_name(f));
+    auto store = [&](const std::vector<float>& w) {
+      std::vector<uint8_t> out;
+      if (f == TensorFormat::F32) {
+        out.resize(w.size() * 4);
+        std::memcpy(out.data(), w.data(), out.size());
+      } else {
+        out.resize(w.size() * 2);
+        for (size_t k = 0; k < w.size(); ++k) {
+          uint16_t b = f32_to_bf16(w[k]);
+          std::memcpy(&out[k * 2], &b, 2);
+        }
+      }
+      return out;
+    };
+    std::vector<uint8_t> gb = store(g.dense), ub = store(u.dense), db = store(d.dense);
+    ExpertView lv;
+    lv.format = f;
+    lv.hidden = H;
+    lv.intermediate = I;
+    lv.gate = gb.data();
+    lv.up = ub.data();
+    lv.down = db.data();
+    ExpertTables lt;
+    build_expert_tables(xs.data(), H, nullptr, lt);
+    std::vector<float> y(static_cast<size_t>(H), 0.0f);
+    apply_expert(lv, lt, weights[0], act, scratch, y.data());
+    CHECK(rel_err(y.data(), ref[0]) < (f == TensorFormat::F32 ? 1e-5 : 2e-2));
+  }
+}
