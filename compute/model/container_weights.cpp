@@ -1,0 +1,54 @@
+#include "compute/model/container_weights.h"
+
+#include <cstdlib>
+
+#include "shared/util/error.h"
+
+namespace waste {
+
+MatrixView TrunkWeights::matrix(const std::string& name) const { return trunk_.matrix(name); }
+
+std::span<const float> TrunkWeights::vector(const std::string& name) const {
+  const TensorInfo& t = trunk_.info(name);
+  return {trunk_.f32(name), size_t(t.elements())};
+}
+
+void TrunkWeights::embedding_row(int64_t token, float* out) const {
+  require(token >= 0, "embedding row " + std::to_string(token) + " is out of range");
+  read_tensor_row(container_, container_.tensor("model.embed_tokens.weight"), uint64_t(token), out);
+}
+
+void ContainerExperts::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
+
+ExpertView ContainerExperts::expert(int layer, int expert) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const ExpertLayerInfo* info = container_.expert_layer(layer);
+  require(info != nullptr, container_.dir() + ": layer " + std::to_string(layer) + " has no routed experts");
+  const auto key = std::make_pair(layer, expert);
+  auto it = records_.find(key);
+  if (it == records_.end()) {
+    require(expert >= 0 && uint32_t(expert) < info->expert_count,
+            container_.dir() + ": layer " + std::to_string(layer) + " has no expert " + std::to_string(expert));
+    // A full cache is simply dropped: views handed out earlier must have been released
+    // (the model releases each expert before asking for the next).
+    if (cached_bytes_ + info->layout.stride > max_bytes_) {
+      records_.clear();
+      cached_bytes_ = 0;
+    }
+    auto* raw = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlign, round_up(info->layout.stride, kRecordAlign)));
+    require(raw != nullptr, "out of memory for an expert record of " + std::to_string(info->layout.stride) + " bytes");
+    std::unique_ptr<uint8_t[], FreeAligned> rec(raw);
+    container_.read_record(layer, uint32_t(expert), rec.get());
+    cached_bytes_ += info->layout.stride;
+    it = records_.emplace(key, std::move(rec)).first;
+  }
+  const float* books = nullptr;
+  if (info->layout.format == TensorFormat::VQ3R) {
+    auto b = codebooks_.find(layer);
+    if (b == codebooks_.end()) b = codebooks_.emplace(layer, container_.read_codebooks(layer)).first;
+    books = b->second.data();
+  }
+  return expert_view(it->second.get(), info->layout, books);
+}
+
+}  // namespace waste
