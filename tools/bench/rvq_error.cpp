@@ -78,6 +78,24 @@ double rtn3_g32(const std::vector<float>& w) {
   return err / sq;
 }
 
+// Plain RTN: d = (signed value of largest magnitude) / -4, q = clamp(round(w/d), -4, 3).
+double rtn3_g32_plain(const std::vector<float>& w) {
+  double err = 0, sq = 0;
+  for (size_t g = 0; g < w.size(); g += 32) {
+    float m = 0;
+    for (int i = 0; i < 32; ++i)
+      if (std::fabs(w[g + i]) > std::fabs(m)) m = w[g + i];
+    const float d = f16_to_f32(f32_to_f16(m / -4.0f));
+    for (int i = 0; i < 32; ++i) {
+      float q = d != 0 ? std::clamp(std::nearbyint(w[g + i] / d), -4.0f, 3.0f) : 0.0f;
+      double t = w[g + i] - q * d;
+      err += t * t;
+      sq += double(w[g + i]) * w[g + i];
+    }
+  }
+  return err / sq;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,7 +132,8 @@ int main(int argc, char** argv) {
     }
     double t0 = now();
     double e = rtn3_g32(w);
-    std::printf("%-13s %-34s %8.4f %6.3f %9.2f\n", name, "rtn 3-bit g32 (f16 scale)", e, 3.5, now() - t0);
+    std::printf("%-13s %-34s %8.4f %6.3f %9.2f\n", name, "rtn 3-bit g32, scale searched", e, 3.5, now() - t0);
+    std::printf("%-13s %-34s %8.4f %6.3f\n", name, "rtn 3-bit g32, plain absmax", rtn3_g32_plain(w), 3.5);
   }
   return 0;
 }

@@ -1,0 +1,207 @@
+// waste-bench-kernels: throughput of the VQ3R kernels on routed-expert shapes, with codes
+// streaming from memory (a few hundred MB of distinct experts, far beyond cache).
+//   waste-bench-kernels [MB of experts per shape, default 256]
+// Figures are weights per second of CPU time (CLOCK_THREAD/PROCESS_CPUTIME: this machine is
+// shared, so wall time would mostly measure the neighbours) and, for all cores, also per
+// wall second. apply_expert counts the per-token gate/up table build and the per-expert
+// down table build. The default SIMD path is the machine's (cap with WASTE_SIMD=avx2|scalar).
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "shared/container/expert_view.h"
+#include "shared/container/format.h"
+#include "shared/rvq/kernels.h"
+#include "shared/util/cpu.h"
+#include "shared/util/half.h"
+#include "shared/util/thread_pool.h"
+
+using namespace waste;
+
+namespace {
+
+double clock_s(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+double wall_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+void fill_random(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    p[i] = uint8_t(s >> 24);
+  }
+}
+
+// A set of distinct VQ3R experts of one shape, back to back in one buffer.
+struct ExpertBank {
+  int H, I, count;
+  size_t matrix_bytes_gu, matrix_bytes_d, expert_bytes;
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales;
+  std::vector<float> books;
+  ExpertView view(int e) const {
+    ExpertView v;
+    v.format = TensorFormat::VQ3R;
+    v.hidden = H;
+    v.intermediate = I;
+    const uint8_t* base = codes.data() + size_t(e) * expert_bytes;
+    v.gate = base;
+    v.up = base + matrix_bytes_gu;
+    v.down = base + 2 * matrix_bytes_gu;
+    const uint16_t* s = scales.data() + size_t(e) * (2 * I + H);
+    v.gate_scales = s;
+    v.up_scales = s + I;
+    v.down_scales = s + 2 * I;
+    v.codebooks = books.data();
+    return v;
+  }
+};
+
+ExpertBank make_bank(int H, int I, size_t mb) {
+  ExpertBank b{H, I, 0, vq3r_code_bytes(I, H), vq3r_code_bytes(H, I), 0, {}, {}, {}};
+  b.expert_bytes = 2 * b.matrix_bytes_gu + b.matrix_bytes_d;
+  b.count = std::max<int>(2, int(mb * 1000000 / b.expert_bytes));
+  b.codes.resize(b.expert_bytes * size_t(b.count));
+  fill_random(b.codes.data(), b.codes.size(), uint64_t(H) * 31 + uint64_t(I));
+  b.scales.resize(size_t(b.count) * (2 * I + H));
+  for (size_t i = 0; i < b.scales.size(); ++i) b.scales[i] = f32_to_f16(0.01f + 0.00001f * float(i % 1000));
+  b.books.resize(3 * kCodebookFloats);
+  std::vector<uint8_t> r(b.books.size());
+  fill_random(r.data(), r.size(), 7);
+  for (size_t i = 0; i < r.size(); ++i) b.books[i] = (float(r[i]) - 127.5f) / 256.0f;
+  return b;
+}
+
+std::vector<float> input(int n, uint64_t seed) {
+  std::vector<uint8_t> r(static_cast<size_t>(n));
+  fill_random(r.data(), r.size(), seed);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) x[size_t(i)] = (float(r[size_t(i)]) - 127.5f) / 64.0f;
+  return x;
+}
+
+// Runs body(rep) until at least `min_cpu` seconds of this thread's CPU time have passed.
+double per_call_cpu(double min_cpu, int min_reps, const std::function<void(int)>& body) {
+  double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  int reps = 0;
+  while (reps < min_reps || clock_s(CLOCK_THREAD_CPUTIME_ID) - t0 < min_cpu) body(reps++);
+  return (clock_s(CLOCK_THREAD_CPUTIME_ID) - t0) / reps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const size_t mb = argc > 1 ? size_t(std::atoll(argv[1])) : 256;
+  ThreadPool& pool = ThreadPool::global();
+  std::printf("# waste-bench-kernels: %s, %u threads, %zu MB of experts per shape\n", cpu_summary().c_str(), pool.size(), mb);
+  struct Shape { const char* name; int H, I; };
+  const Shape shapes[] = {{"kimi-linear", 2304, 1024}, {"k3", 3584, 3072}};
+  const Activation act;  // SiLU; SiTU costs the same per element and is O(I) anyway
+  for (const Shape& sh : shapes) {
+    ExpertBank bank = make_bank(sh.H, sh.I, mb);
+    std::printf("\n## %s: hidden %d -> inter %d, %d distinct experts (%.0f MB of codes)\n", sh.name, sh.H, sh.I,
+                bank.count, double(bank.codes.size()) / 1e6);
+    std::vector<float> x = input(sh.H, 1);
+    // 1. The gate matvec alone, tables prebuilt, per path.
+    std::printf("%-34s %10s %10s\n", "kernel (1 core)", "Gw/cpu-s", "vs scalar");
+    const double wm = double(sh.H) * sh.I;
+    double scalar_rate = 0;
+    const SimdLevel levels[] = {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512};
+    std::vector<float> y(size_t(std::max(sh.H, sh.I)));
+    for (SimdLevel lv : levels) {
+      if (int(lv) > int(simd_level())) continue;
+      RvqTables t;
+      build_tables_at(lv, x.data(), sh.H, bank.books.data(), t);
+      const RvqTables* tp = &t;
+      const int tiles = (sh.I + 63) / 64;
+      double s = per_call_cpu(lv == SimdLevel::Scalar ? 0.5 : 1.0, 3, [&](int rep) {
+        ExpertView v = bank.view(rep % bank.count);
+        rvq_matmul_at(lv, v.gate, v.gate_scales, sh.I, sh.H, &tp, 1, y.data(), size_t(sh.I), 0, tiles);
+      });
+      double rate = wm / s / 1e9;
+      if (lv == SimdLevel::Scalar) scalar_rate = rate;
+      std::printf("matvec %-27s %10.2f %10.1fx\n", simd_level_name(lv), rate, rate / scalar_rate);
+    }
+    // 2. Table builds (per token per layer: gate + up; per expert: down).
+    {
+      ExpertTables et;
+      double s = per_call_cpu(0.3, 3, [&](int) { build_expert_tables(x.data(), sh.H, bank.books.data(), et); });
+      RvqTables dt;
+      std::vector<float> h = input(sh.I, 2);
+      double sd = per_call_cpu(0.3, 3, [&](int) { build_tables(h.data(), sh.I, bank.books.data() + 2 * kCodebookFloats, dt); });
+      std::printf("table build gate+up (per token)     %8.1f us\n", s * 1e6);
+      std::printf("table build down (per expert)       %8.1f us\n", sd * 1e6);
+    }
+    // 3. apply_expert on the default path: one token's tables, then experts streamed.
+    const double we = 3.0 * wm;
+    std::printf("%-34s %10s %10s\n", ("apply_expert (" + std::string(simd_level_name(simd_level())) + ")").c_str(), "Gw/cpu-s", "Gw/wall-s");
+    {
+      ExpertScratch scratch;
+      std::vector<float> out(size_t(sh.H), 0.0f);
+      const int per_token = 8;  // experts per token; the gate/up table build is counted once per 8
+      double w0 = wall_s();
+      double s = per_call_cpu(1.5, 8, [&](int rep) {
+        static ExpertTables et;
+        if (rep % per_token == 0) build_expert_tables(x.data(), sh.H, bank.books.data(), et);
+        apply_expert(bank.view(rep % bank.count), et, 0.125f, act, scratch, out.data());
+      });
+      (void)w0;
+      std::printf("%-34s %10.2f\n", "1 core, T=1 (8 experts/token)", we / s / 1e9);
+    }
+    {
+      // All cores: experts of a token spread over the pool, each worker with its own scratch.
+      const unsigned nt = pool.size();
+      std::vector<ExpertScratch> scratch(nt);
+      std::vector<std::vector<float>> outs(nt, std::vector<float>(size_t(sh.H), 0.0f));
+      const int n_exp = 8 * int(nt) * 4;
+      ExpertTables et;
+      build_expert_tables(x.data(), sh.H, bank.books.data(), et);
+      std::atomic<unsigned> slot{0};
+      double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = wall_s();
+      int done = 0;
+      while (wall_s() - w0 < 2.0 || done < 2 * n_exp) {
+        pool.parallel_for(size_t(n_exp), 1, [&](size_t b, size_t e) {
+          unsigned me = slot.fetch_add(1) % nt;  // one scratch per concurrently running chunk
+          for (size_t k = b; k < e; ++k)
+            apply_expert(bank.view(int((size_t(done) + k) % size_t(bank.count))), et, 0.125f, act, scratch[me],
+                         outs[me].data());
+          slot.fetch_sub(1);
+        });
+        done += n_exp;
+      }
+      double c = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0, w = wall_s() - w0;
+      std::printf("%-34s %10.2f %10.2f\n", (std::to_string(nt) + " threads, T=1").c_str(), we * done / c / 1e9,
+                  we * done / w / 1e9);
+    }
+    // 4. Several tokens through one expert (prefill chunk / batched sessions).
+    std::printf("%-34s %10s %10s\n", "apply_expert_batch (1 core)", "Gtw/cpu-s", "vs T x 1");
+    double base = 0;
+    for (int T : {1, 2, 4, 8, 16, 32}) {
+      std::vector<ExpertTables> ets(static_cast<size_t>(T));
+      std::vector<const ExpertTables*> p(static_cast<size_t>(T));
+      for (int i = 0; i < T; ++i) {
+        std::vector<float> xi = input(sh.H, 10 + uint64_t(i));
+        build_expert_tables(xi.data(), sh.H, bank.books.data(), ets[size_t(i)]);
+        p[size_t(i)] = &ets[size_t(i)];
+      }
+      std::vector<float> w(static_cast<size_t>(T), 0.1f), out(size_t(T) * sh.H, 0.0f);
+      ExpertScratch scratch;
+      double s = per_call_cpu(1.0, 3, [&](int rep) {
+        apply_expert_batch(bank.view(rep % bank.count), p.data(), w.data(), T, act, scratch, out.data());
+      });
+      double rate = we * T / s / 1e9;  // token-weights per second
+      if (T == 1) base = rate;
+      std::printf("T=%-32d %10.2f %10.2fx\n", T, rate, rate / base);
+    }
+  }
+  return 0;
+}
