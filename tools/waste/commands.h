@@ -7,5 +7,7 @@ namespace waste::cli {
 
 void register_container_commands(CLI::App& app);  // info, verify   (tools/waste/cmd_container.cpp)
 void register_synth_command(CLI::App& app);       // synth          (tools/synth/)
+void register_convert_command(CLI::App& app);     // convert        (tools/convert/)
+void register_iobench_command(CLI::App& app);     // iobench        (tools/waste/cmd_iobench_sim.cpp)
 
 }  // namespace waste::cli

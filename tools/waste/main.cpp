@@ -9,7 +9,10 @@ int main(int argc, char** argv) {
   CLI::App app{"WASTE: Weight-Aware Streaming Tensor Engine. Runs huge MoE models from NVMe."};
   app.set_version_flag("--version", "waste 0.1.0");
   app.require_subcommand(1);
-  // Command groups register here as they land.
+  waste::cli::register_container_commands(app);
+  waste::cli::register_synth_command(app);
+  waste::cli::register_convert_command(app);
+  waste::cli::register_iobench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,259 @@
+// waste-bench-trunk: throughput of the trunk matvec/matmul kernels (shared/kernels) for each
+// format and SIMD path, single-thread and on the whole global pool, next to a plain
+// memory-read bandwidth measured in the same run. Matrices are rotated through copies whose
+// total exceeds the caches, so every call streams its weights from memory.
+//
+// Usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape ROWSxCOLS]...
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shared/container/format.h"
+#include "shared/kernels/matvec.h"
+#include "shared/kernels/matvec_paths.h"
+#include "shared/kernels/vector_ops.h"
+#include "shared/util/cpu.h"
+#include "shared/util/half.h"
+#include "shared/util/thread_pool.h"
+
+using namespace waste;
+
+namespace {
+
+struct Options {
+  uint64_t footprint_bytes = uint64_t(1024) << 20;  // well past any L3 a VM is likely to see
+  double seconds = 0.4;                             // minimum timed span per measurement
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--footprint-mb") {
+      o.footprint_bytes = uint64_t(std::max(16L, std::atol(next().c_str()))) << 20;
+    } else if (a == "--seconds") {
+      o.seconds = std::max(0.01, std::atof(next().c_str()));
+    } else if (a == "--shape") {
+      std::string s = next();
+      long r = 0, c = 0;
+      if (std::sscanf(s.c_str(), "%ldx%ld", &r, &c) != 2 || r <= 0 || c <= 0 || c % 128 != 0) {
+        std::fprintf(stderr, "--shape wants ROWSxCOLS with COLS a multiple of 128, got %s\n", s.c_str());
+        std::exit(2);
+      }
+      o.shapes.push_back({r, c});
+    } else {
+      std::fprintf(stderr, "usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape RxC]...\n");
+      std::exit(a == "--help" || a == "-h" ? 0 : 2);
+    }
+  }
+  if (o.shapes.empty()) o.shapes = {{7168, 7168}, {2304, 9216}};
+  return o;
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Seconds per call: the median and the best of as many calls as fit in `seconds` (at least 3).
+struct Timing {
+  double median, best;
+};
+Timing time_calls(double seconds, const std::function<void(int)>& call) {
+  call(0);  // warm-up (page faults, pool start)
+  std::vector<double> t;
+  const double start = now();
+  for (int i = 1; t.size() < 3 || now() - start < seconds; ++i) {
+    const double t0 = now();
+    call(i);
+    t.push_back(now() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+
+uint64_t xorshift(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+// Plain read bandwidth: the sum of squares of a large f32 buffer (vector_ops, AVX2 where
+// available, so the loop itself is not the bottleneck), whole buffer per call.
+struct MemoryBandwidth {
+  Timing one, all;  // seconds per pass over the buffer
+  double gb = 0;
+};
+
+MemoryBandwidth measure_memory(const Options& o, ThreadPool& pool) {
+  std::vector<float> buf(o.footprint_bytes / 4);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = float(i & 1023) * (1.0f / 1024);
+  volatile float sink = 0;
+  MemoryBandwidth m;
+  m.gb = double(buf.size() * 4) / 1e9;
+  m.one = time_calls(o.seconds, [&](int) { sink = sink + sum_squares(buf.data(), int64_t(buf.size())); });
+  const size_t parts = pool.size() * 4;
+  m.all = time_calls(o.seconds, [&](int) {
+    std::vector<float> partial(parts);
+    pool.parallel_for(parts, 1, [&](size_t b, size_t e) {
+      for (size_t k = b; k < e; ++k) {
+        const size_t lo = buf.size() * k / parts, hi = buf.size() * (k + 1) / parts;
+        partial[k] = sum_squares(buf.data() + lo, int64_t(hi - lo));
+      }
+    });
+    for (float v : partial) sink = sink + v;
+  });
+  return m;
+}
+
+// Enough copies of one random matrix that cycling through them defeats the caches.
+struct MatrixCopies {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<MatrixView> views;
+  uint64_t matrix_bytes = 0;
+};
+
+MatrixCopies make_copies(TensorFormat f, int64_t rows, int64_t cols, uint32_t group, uint64_t footprint) {
+  const TensorBytes layout = trunk_tensor_bytes(f, uint64_t(rows), uint64_t(cols), group);
+  MatrixCopies m;
+  m.matrix_bytes = layout.total;
+  std::vector<uint8_t> first(layout.total);
+  uint64_t s = 0x1234567887654321ull;
+  const uint64_t n = uint64_t(rows * cols);
+  // Finite, normal values in every format (random bits could be NaN or subnormal).
+  auto uniform = [&] { return float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23); };
+  switch (f) {
+    case TensorFormat::F32:
+      for (uint64_t i = 0; i < n; ++i) reinterpret_cast<float*>(first.data())[i] = uniform();
+      break;
+    case TensorFormat::BF16:
+      for (uint64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(first.data())[i] = f32_to_bf16(uniform());
+      break;
+    case TensorFormat::F16:
+      for (uint64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(first.data())[i] = f32_to_f16(uniform());
+      break;
+    default: {
+      for (uint64_t i = 0; i < layout.scales_offset; ++i) first[i] = uint8_t(xorshift(s));
+      auto* scales = reinterpret_cast<uint16_t*>(first.data() + layout.scales_offset);
+      for (uint64_t i = 0; i < uint64_t(rows) * (uint64_t(cols) / group); ++i) scales[i] = f32_to_f16(0.01f * (1.5f + uniform()));
+    }
+  }
+  const size_t copies = size_t(std::max<uint64_t>(2, (footprint + layout.total - 1) / layout.total));
+  for (size_t k = 0; k < copies; ++k) m.bytes.push_back(k + 1 == copies ? std::move(first) : first);
+  for (auto& b : m.bytes) {
+    MatrixView v;
+    v.format = f;
+    v.rows = rows;
+    v.cols = cols;
+    v.group = layout.scales_offset ? group : 0;
+    v.data = b.data();
+    v.scales = layout.scales_offset ? reinterpret_cast<const uint16_t*>(b.data() + layout.scales_offset) : nullptr;
+    m.views.push_back(v);
+  }
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  ThreadPool& pool = ThreadPool::global();
+  std::printf("waste-bench-trunk: %s, %u threads, footprint %.0f MiB per measurement\n", cpu_summary().c_str(), pool.size(),
+              double(o.footprint_bytes) / (1 << 20));
+  const MemoryBandwidth mem = measure_memory(o, pool);
+  const double mem_one = mem.gb / mem.one.best, mem_all = mem.gb / mem.all.best;
+  std::printf("memory read (sum of a %.0f MiB buffer), GB/s best (median): 1 thread %.1f (%.1f), %u threads %.1f (%.1f)\n",
+              double(o.footprint_bytes) / (1 << 20), mem_one, mem.gb / mem.one.median, pool.size(), mem_all,
+              mem.gb / mem.all.median);
+  std::printf("(a shared machine: medians include time lost to other processes; ratios use best vs best)\n\n");
+
+  std::vector<KernelPath> paths;
+  for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})
+    if (kernel_path_available(p)) paths.push_back(p);
+  const KernelPath best = best_kernel_path();
+  const TensorFormat formats[] = {TensorFormat::F32, TensorFormat::BF16, TensorFormat::F16, TensorFormat::Q8G, TensorFormat::Q4G};
+  const uint32_t group = 32;
+
+  // What the kernels can do when memory is not the limit: one small matrix kept in L2.
+  {
+    const int64_t rows = 64, cols = 2048;
+    std::printf("== kernel rate with the matrix in L2 (%ldx%ld, 1 thread), Gweights/s best\n", long(rows), long(cols));
+    std::printf("%-6s", "format");
+    for (KernelPath p : paths) std::printf(" %9s", kernel_path_name(p));
+    std::printf("\n");
+    std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+    uint64_t s = 5;
+    for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
+    for (TensorFormat f : formats) {
+      MatrixCopies m = make_copies(f, rows, cols, group, 0);
+      std::printf("%-6s", format_name(f));
+      for (KernelPath p : paths) {
+        Timing t = time_calls(o.seconds / 4, [&](int) { matvec_path(p, m.views[0], x.data(), y.data(), nullptr); });
+        std::printf(" %9.2f", double(rows * cols) / 1e9 / t.best);
+      }
+      std::printf("\n");
+    }
+    std::printf("\n");
+  }
+
+  for (auto [rows, cols] : o.shapes) {
+    std::printf("== matvec %ldx%ld (GB/s of weights+scales streamed; ratio to memory read at the same thread count)\n",
+                long(rows), long(cols));
+    std::printf("%-6s %-7s %7s %8s %9s %9s %9s %7s\n", "format", "path", "threads", "MB", "ms(med)", "GB/s med", "GB/s best",
+                "vs mem");
+    for (TensorFormat f : formats) {
+      MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
+      std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+      uint64_t s = 99;
+      for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
+      const double gb = double(m.matrix_bytes) / 1e9;
+      for (KernelPath p : paths) {
+        for (bool all : {false, true}) {
+          // The double-precision scalar reference is slow: one short look is enough.
+          const double secs = p == KernelPath::Scalar ? 0.0 : o.seconds;
+          Timing t = time_calls(secs, [&](int i) {
+            matvec_path(p, m.views[size_t(i) % m.views.size()], x.data(), y.data(), all ? &pool : nullptr);
+          });
+          std::printf("%-6s %-7s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%%\n", format_name(f), kernel_path_name(p),
+                      all ? pool.size() : 1u, double(m.matrix_bytes) / 1e6, t.median * 1e3, gb / t.median, gb / t.best,
+                      100.0 * gb / t.best / (all ? mem_all : mem_one));
+        }
+      }
+    }
+    std::printf("\n== matmul %ldx%ld on the %s path (tokens/s; W read once per call)\n", long(rows), long(cols),
+                kernel_path_name(best));
+    std::printf("%-6s %4s %7s %9s %12s %12s %10s\n", "format", "n", "threads", "ms(med)", "tok/s med", "tok/s best",
+                "W GB/s best");
+    for (TensorFormat f : formats) {
+      MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
+      for (int64_t n : {1, 8, 32}) {
+        std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
+        uint64_t s = 7;
+        for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
+        for (bool all : {false, true}) {
+          Timing t = time_calls(o.seconds, [&](int i) {
+            matmul_path(best, m.views[size_t(i) % m.views.size()], x.data(), n, y.data(), all ? &pool : nullptr);
+          });
+          std::printf("%-6s %4ld %7u %9.3f %12.1f %12.1f %10.2f\n", format_name(f), long(n), all ? pool.size() : 1u,
+                      t.median * 1e3, double(n) / t.median, double(n) / t.best, double(m.matrix_bytes) / 1e9 / t.best);
+        }
+      }
+    }
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,42 @@
+// `waste synth --preset NAME --out DIR [...]`
+#include <cstdio>
+
+#include "shared/container/reader.h"
+#include "shared/util/progress.h"
+#include "tools/synth/synth.h"
+#include "tools/waste/commands.h"
+
+namespace waste::cli {
+
+void register_synth_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("synth", "Write a container with random weights for any model shape");
+  auto o = std::make_shared<SynthOptions>();
+  auto expert_format = std::make_shared<std::string>("vq3r");
+  auto trunk_format = std::make_shared<std::string>("q4g");
+  std::string presets;
+  for (const auto& n : preset_names()) presets += (presets.empty() ? "" : ", ") + n;
+  cmd->add_option("--preset", o->preset, "Model shape: " + presets)->required();
+  cmd->add_option("--out", o->out, "Container directory to write (e.g. demo.waste)")->required();
+  cmd->add_option("--layers", o->overrides.layers, "Override num_hidden_layers (layer pattern kept)");
+  cmd->add_option("--experts", o->overrides.experts, "Override routed experts per layer");
+  cmd->add_option("--hidden", o->overrides.hidden, "Override hidden_size");
+  cmd->add_option("--moe-intermediate", o->overrides.moe_intermediate, "Override moe_intermediate_size");
+  cmd->add_option("--vocab", o->overrides.vocab, "Override vocab_size");
+  cmd->add_option("--experts-format", *expert_format, "Expert records: vq3r (default), f32 or bf16");
+  cmd->add_option("--trunk", *trunk_format, "Trunk matrices: q4g (default), q8g, bf16 or f32");
+  cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");
+  cmd->add_flag("!--no-progress", o->progress, "No progress bar");
+  cmd->callback([o, expert_format, trunk_format] {
+    o->expert_format = format_from_name(*expert_format);
+    o->trunk_format = format_from_name(*trunk_format);
+    synthesize(*o);
+    Container c = Container::open(o->out);
+    uint64_t experts = 0;
+    for (const auto& l : c.expert_layers()) experts += l.layout.stride * l.expert_count;
+    std::printf("wrote %s: %s, %d layers (%d MoE x %d experts), trunk %s, experts %s\n", o->out.c_str(),
+                o->preset.c_str(), c.config().n_layers, c.config().n_moe_layers(), c.config().n_experts,
+                format_bytes(double(c.trunk_bytes())).c_str(), format_bytes(double(experts)).c_str());
+  });
+}
+
+}  // namespace waste::cli

@@ -1,0 +1,208 @@
+#include "tools/synth/synth.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "shared/container/writer.h"
+#include "shared/model/tensors.h"
+#include "shared/util/error.h"
+#include "shared/util/half.h"
+#include "shared/util/progress.h"
+#include "shared/util/random.h"
+#include "shared/util/thread_pool.h"
+
+namespace waste {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Values of the small f32 tensors, chosen so the random model's forward pass stays in a
+// sane numeric range (norm weights 1, decays in (0, 1), modest conv taps).
+double vector_value(const std::string& name, Rng& rng) {
+  if (ends_with(name, "norm.weight")) return 1.0;
+  if (ends_with(name, "e_score_correction_bias")) return kSynthRouterBiasStd * rng.normal();
+  if (ends_with(name, "A_log")) return std::log(1.0 + 15.0 * rng.uniform());
+  if (ends_with(name, "dt_bias")) return 0.1 * rng.normal();
+  if (ends_with(name, "conv1d.weight")) return 0.3 * rng.normal();
+  if (ends_with(name, "res_proj.weight")) return 0.05 * rng.normal();
+  return 0.02 * rng.normal();
+}
+
+// Random bytes of a quantised matrix in the on-disk layout, with element std `std_dev`.
+std::vector<uint8_t> random_quantized(TensorFormat f, uint64_t rows, uint64_t cols, uint32_t group, double std_dev,
+                                      Rng& rng) {
+  TensorBytes layout = trunk_tensor_bytes(f, rows, cols, group);
+  std::vector<uint8_t> out(layout.total, 0);
+  const uint64_t n = rows * cols;
+  if (f == TensorFormat::Q8G) {
+    // Uniform in [-127, 127]: std 73.6.
+    for (uint64_t i = 0; i < n; ++i) out[i] = uint8_t(int8_t(int(rng.below(255)) - 127));
+  } else {
+    // Nibbles 1..15 (values -7..7, mean 0, std 4.32): two per byte.
+    for (uint64_t i = 0; i < n / 2; ++i) {
+      uint64_t r = rng.next();
+      out[i] = uint8_t((1 + (r & 0xffff) % 15) | ((1 + (r >> 16 & 0xffff) % 15) << 4));
+    }
+  }
+  const double value_std = f == TensorFormat::Q8G ? 73.6 : 4.32;
+  const uint16_t scale = f32_to_f16(float(std_dev / value_std));
+  auto* scales = reinterpret_cast<uint16_t*>(out.data() + layout.scales_offset);
+  for (uint64_t i = 0; i < rows * (cols / group); ++i) scales[i] = scale;
+  return out;
+}
+
+constexpr uint32_t kGroup = 32;
+
+// How synth stores a trunk tensor: vectors and routers f32; embedding and head q8g when the
+// trunk is quantised; matrices in the trunk format (bf16 when cols do not fit the group).
+TensorFormat stored_format(const TensorSpec& spec, TensorFormat trunk_format) {
+  if (spec.role == TensorRole::Vector || spec.role == TensorRole::Router) return TensorFormat::F32;
+  const uint64_t cols = spec.elements() / spec.shape[0];
+  TensorFormat f = trunk_format;
+  const bool quantized = f == TensorFormat::Q4G || f == TensorFormat::Q8G;
+  if (quantized && (spec.role == TensorRole::Embedding || spec.role == TensorRole::Head)) f = TensorFormat::Q8G;
+  if (quantized && cols % kGroup != 0) f = TensorFormat::BF16;
+  return f;
+}
+
+uint64_t stored_bytes(const TensorSpec& spec, TensorFormat trunk_format) {
+  const uint64_t rows = spec.shape.size() == 1 ? 1 : spec.shape[0];
+  return trunk_tensor_bytes(stored_format(spec, trunk_format), rows, spec.elements() / rows, kGroup).total;
+}
+
+void write_trunk(ContainerWriter& w, const SynthOptions& o, Progress& progress) {
+  const ModelConfig& c = w.config();
+  Rng rng(o.seed, 1);
+  w.begin_trunk();
+  for (const TensorSpec& spec : trunk_tensor_specs(c)) {
+    const uint64_t n = spec.elements();
+    const uint64_t rows = spec.shape[0];
+    const uint64_t cols = n / rows;
+    const TensorFormat f = stored_format(spec, o.trunk_format);
+    if (f == TensorFormat::F32 && (spec.role == TensorRole::Vector || spec.role == TensorRole::Router)) {
+      std::vector<float> v(n);
+      double router_std = 1.0 / std::sqrt(double(cols));
+      for (auto& x : v) x = float(spec.role == TensorRole::Router ? router_std * rng.normal() : vector_value(spec.name, rng));
+      w.add_tensor(spec.name, spec.shape, v.data(), TensorFormat::F32);
+      progress.add(n * 4);
+      continue;
+    }
+    // Embedding rows have unit scale (like a real model's); matrices keep activations unit-scale.
+    const double std_dev = spec.role == TensorRole::Embedding ? 1.0 : 1.0 / std::sqrt(double(cols));
+    if (f == TensorFormat::Q4G || f == TensorFormat::Q8G) {
+      auto bytes = random_quantized(f, rows, cols, kGroup, std_dev, rng);
+      w.add_tensor_bytes(spec.name, spec.shape, f, kGroup, bytes.data(), bytes.size());
+      progress.add(bytes.size());
+    } else {
+      std::vector<float> v(n);
+      for (auto& x : v) x = float(std_dev * rng.normal());
+      w.add_tensor(spec.name, spec.shape, v.data(), f);
+      progress.add(n * (f == TensorFormat::F32 ? 4 : 2));
+    }
+  }
+  w.end_trunk();
+}
+
+// Codebooks with shrinking stages (each stage codes what the previous left), unit-variance rows
+// after the row scale: std of stage s is 0.5^s, normalised over the three stages.
+std::vector<float> random_codebooks(Rng& rng) {
+  std::vector<float> books(3 * kCodebookFloats);
+  const double total = std::sqrt(1.0 + 0.25 + 0.0625);
+  for (int m = 0; m < 3; ++m)
+    for (int s = 0; s < kVqStages; ++s)
+      for (int e = 0; e < kVqEntries * kVqDim; ++e)
+        books[size_t(m) * kCodebookFloats + size_t(s) * kVqEntries * kVqDim + size_t(e)] =
+            float(std::pow(0.5, s) / total * rng.normal());
+  return books;
+}
+
+// One expert's payload (everything after the record header), deterministic in (seed, layer, expert).
+void random_expert_payload(const RecordLayout& l, uint64_t seed, int layer, uint32_t expert, uint8_t* payload) {
+  Rng rng(seed, (uint64_t(layer) << 32) | expert);
+  std::memset(payload, 0, l.payload_bytes);
+  auto fill_matrix = [&](uint32_t offset, int rows, int cols) {
+    uint8_t* p = payload + (offset - kRecordHeaderBytes);
+    const double std_dev = 1.0 / std::sqrt(double(cols));
+    if (l.format == TensorFormat::VQ3R) {
+      size_t n = vq3r_code_bytes(rows, cols);
+      size_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        uint64_t r = rng.next();
+        std::memcpy(p + i, &r, 8);
+      }
+      for (; i < n; ++i) p[i] = uint8_t(rng.next());
+    } else if (l.format == TensorFormat::F32) {
+      auto* f = reinterpret_cast<float*>(p);
+      for (size_t i = 0; i < size_t(rows) * size_t(cols); ++i) f[i] = float(std_dev * rng.normal());
+    } else {
+      auto* h = reinterpret_cast<uint16_t*>(p);
+      for (size_t i = 0; i < size_t(rows) * size_t(cols); ++i) h[i] = f32_to_bf16(float(std_dev * rng.normal()));
+    }
+  };
+  const int H = int(l.hidden), I = int(l.intermediate);
+  fill_matrix(l.gate_offset, I, H);
+  fill_matrix(l.up_offset, I, H);
+  fill_matrix(l.down_offset, H, I);
+  if (l.format == TensorFormat::VQ3R) {
+    // Codebook rows have unit variance per element, so the row scale alone sets the std.
+    auto* scales = reinterpret_cast<uint16_t*>(payload + (l.scales_offset - kRecordHeaderBytes));
+    for (int r = 0; r < 2 * I; ++r) scales[r] = f32_to_f16(float(1.0 / std::sqrt(double(H)) * (0.8 + 0.4 * rng.uniform())));
+    for (int r = 0; r < H; ++r) scales[2 * I + r] = f32_to_f16(float(1.0 / std::sqrt(double(I)) * (0.8 + 0.4 * rng.uniform())));
+  }
+}
+
+}  // namespace
+
+void synthesize(const SynthOptions& o) {
+  std::string config_json = preset_config_json(o.preset, o.overrides);
+  WriterOptions wo;
+  wo.synthetic = true;
+  wo.created_by = "waste synth --preset " + o.preset + " --seed " + std::to_string(o.seed);
+  ContainerWriter w(o.out, config_json, wo);
+  const ModelConfig& c = w.config();
+  const auto moe_layers = c.moe_layers();
+  RecordLayout layout = record_layout(o.expert_format, uint32_t(c.expert_hidden()), uint32_t(c.moe_intermediate));
+  uint64_t trunk_total = 0;
+  for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, o.trunk_format);
+  const uint64_t expert_total = uint64_t(moe_layers.size()) * uint64_t(c.n_experts) * layout.stride;
+
+  if (!w.trunk_done()) {
+    Progress p("trunk  ", trunk_total, "B", o.progress);
+    write_trunk(w, o, p);
+    p.finish();
+  }
+  Progress p("experts", expert_total, "B", o.progress);
+  // Records are generated in parallel batches, then written in order by this thread.
+  const size_t batch = 16;
+  std::vector<std::vector<uint8_t>> payloads(batch, std::vector<uint8_t>(layout.payload_bytes));
+  for (int layer : moe_layers) {
+    if (w.layer_done(layer)) {
+      p.add(uint64_t(c.n_experts) * layout.stride);
+      continue;
+    }
+    Rng book_rng(o.seed, 0x100000000ull + uint64_t(layer));
+    std::vector<float> books = random_codebooks(book_rng);
+    w.begin_layer(layer, o.expert_format, layout.hidden, layout.intermediate,
+                  o.expert_format == TensorFormat::VQ3R ? books.data() : nullptr);
+    for (uint32_t first = 0; first < uint32_t(c.n_experts); first += batch) {
+      uint32_t count = std::min<uint32_t>(batch, uint32_t(c.n_experts) - first);
+      ThreadPool::global().parallel_for(count, 1, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i)
+          random_expert_payload(layout, o.seed, layer, first + uint32_t(i), payloads[i].data());
+      });
+      for (uint32_t i = 0; i < count; ++i) {
+        w.write_expert(first + i, payloads[i].data());
+        p.add(layout.stride);
+      }
+    }
+    w.end_layer();
+  }
+  p.finish();
+  w.finish();
+}
+
+}  // namespace waste

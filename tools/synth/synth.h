@@ -1,0 +1,32 @@
+// `waste synth`: writes a valid container with random weights for any shape, fast enough
+// that a 20 GB Kimi-Linear-shaped container is written at disk speed (random codes go
+// straight to disk; nothing is encoded).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "shared/container/format.h"
+#include "shared/model/presets.h"
+
+namespace waste {
+
+struct SynthOptions {
+  std::string preset;
+  PresetOverrides overrides;
+  std::string out;
+  TensorFormat expert_format = TensorFormat::VQ3R;
+  // Trunk matrices; embedding and head are q8g unless the trunk is f32/bf16; vectors and
+  // routers are always f32.
+  TensorFormat trunk_format = TensorFormat::Q4G;
+  uint64_t seed = 1;
+  bool progress = true;
+};
+
+// Standard deviation of the e_score_correction_bias that skews expert popularity: with it,
+// about 150-170 of 256 experts are touched by 8-of-256 routing over 128 random tokens, as
+// on the real Kimi-Linear trace (uniform routing would touch ~250).
+constexpr double kSynthRouterBiasStd = 0.08;
+
+void synthesize(const SynthOptions& options);
+
+}  // namespace waste

@@ -1,0 +1,105 @@
+// `waste iobench --trace T --simulate`: replays a routing trace through an expert-cache policy
+// without any I/O and prints its hit rate next to Belady's optimum at several cache sizes
+// (multiples of one token's working set). The I/O replay through iod lands with the daemon.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "iod/cache/simulate.h"
+#include "iod/cache/usage_file.h"
+#include "shared/util/error.h"
+#include "tools/waste/commands.h"
+
+namespace waste::cli {
+
+namespace {
+
+struct IobenchOptions {
+  std::string trace, policy = cache::kDefaultPolicy, usage, write_usage;
+  bool simulate = false, json = false;
+  std::vector<double> working_sets = cache::kDefaultWorkingSets;
+  uint32_t experts = 0;
+  size_t learn_tokens = 0;
+};
+
+void run_iobench(const IobenchOptions& o) {
+  require(o.simulate,
+          "iobench: replaying a trace with real reads needs the iod daemon, which is not built yet; "
+          "use --simulate for the cache-policy simulation");
+  require(!o.trace.empty(), "iobench --simulate: --trace FILE is required");
+  cache::RoutingTrace trace = cache::read_routing_trace(o.trace);
+  cache::CacheGeometry g = cache::trace_geometry(trace, o.experts);
+
+  // The hotlist: counts from a usage file, or learned from the first --learn-tokens tokens of
+  // the trace (those tokens are then left out of the replay, so nothing is scored on data the
+  // counts have seen).
+  cache::UsageCounts usage;
+  bool have_usage = false;
+  if (!o.usage.empty()) {
+    usage = cache::read_usage_file(o.usage);
+    require(usage.matches(g), o.usage + ": usage counts are for a different shape than " + o.trace);
+    have_usage = true;
+  }
+  if (o.learn_tokens > 0) {
+    require(o.learn_tokens < trace.tokens(), "iobench: --learn-tokens must leave tokens to replay");
+    usage = cache::usage_from_trace(trace.slice(0, o.learn_tokens), g);
+    trace = trace.slice(o.learn_tokens, trace.tokens());
+    have_usage = true;
+  }
+  if (!o.write_usage.empty()) {
+    cache::write_usage_file(o.write_usage, have_usage ? usage : cache::usage_from_trace(trace, g));
+  }
+  cache::KeyPrior prior;
+  std::vector<cache::ExpertKey> prewarm;
+  if (have_usage) {
+    prior = usage.prior(g);
+    prewarm = usage.hottest(g.key_count());
+  }
+  auto rows = cache::sweep(trace, o.policy, o.working_sets, prior, prewarm, g.experts_per_layer());
+
+  if (o.json) {
+    nlohmann::json j;
+    j["trace"] = o.trace;
+    j["policy"] = o.policy;
+    j["tokens"] = trace.tokens();
+    j["moe_layers"] = trace.moe_layers;
+    j["top_k"] = trace.top_k;
+    j["working_set_slots"] = g.working_set_slots();
+    j["prewarmed"] = have_usage;
+    j["rows"] = nlohmann::json::array();
+    for (const auto& r : rows)
+      j["rows"].push_back({{"working_sets", r.working_sets}, {"slots", r.slots}, {"hit_rate", r.hit_rate},
+                           {"optimal_hit_rate", r.optimal_hit_rate}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("trace %s: %zu tokens, %u MoE layers x top-%u (working set %u slots), policy %s%s\n",
+              trace.source.c_str(), trace.tokens(), trace.moe_layers, trace.top_k, g.working_set_slots(),
+              o.policy.c_str(), have_usage ? ", pre-warmed from usage counts" : "");
+  std::printf("%12s %7s %9s %9s %13s\n", "working sets", "slots", "hit rate", "optimal", "% of optimal");
+  for (const auto& r : rows)
+    std::printf("%12g %7u %8.1f%% %8.1f%% %12.1f%%\n", r.working_sets, r.slots, 100 * r.hit_rate,
+                100 * r.optimal_hit_rate, r.optimal_hit_rate > 0 ? 100 * r.hit_rate / r.optimal_hit_rate : 0.0);
+}
+
+}  // namespace
+
+void register_iobench_command(CLI::App& app) {
+  auto o = std::make_shared<IobenchOptions>();
+  CLI::App* cmd = app.add_subcommand("iobench", "Replay a routing trace through the expert cache");
+  cmd->add_option("--trace", o->trace, "routing trace (.jsonl, one {\"tok\", \"layers\"} object per token)");
+  cmd->add_flag("--simulate", o->simulate, "simulate the cache only (no I/O); compare with Belady's optimum");
+  cmd->add_option("--policy", o->policy, cache::policy_help());
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->add_option("--working-sets", o->working_sets, "cache sizes in token working sets (default 0.5 1 2 4 8)")
+      ->delimiter(',');
+  cmd->add_option("--experts", o->experts, "experts per layer (default: largest id in the trace + 1)");
+  cmd->add_option("--usage", o->usage, "usage file: pre-warm the cache and seed the policy with its counts");
+  cmd->add_option("--learn-tokens", o->learn_tokens,
+                  "learn usage counts from the first N tokens, replay the rest pre-warmed with them");
+  cmd->add_option("--write-usage", o->write_usage, "write the usage counts (learned or of the whole trace) here");
+  cmd->callback([o] { run_iobench(*o); });
+}
+
+}  // namespace waste::cli
