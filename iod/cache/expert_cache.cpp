@@ -1,0 +1,81 @@
+#include "iod/cache/expert_cache.h"
+
+#include "shared/util/error.h"
+
+namespace waste::cache {
+
+ExpertCache::ExpertCache(const CacheGeometry& geometry, uint32_t slots, CachePolicy& policy)
+    : geometry_(geometry), policy_(policy) {
+  require(slots > 0, "expert cache: needs at least one slot");
+  slot_key_.assign(slots, kNoSlot);
+  key_slot_.assign(geometry_.key_count(), kNoSlot);
+  pins_.assign(slots, 0);
+  free_.reserve(slots);
+  for (uint32_t s = slots; s-- > 0;) free_.push_back(s);  // hand out slot 0 first
+  policy_.reset(slots);
+}
+
+void ExpertCache::begin_layer(uint32_t layer, std::span<const uint32_t> experts) { policy_.on_fetch(layer, experts); }
+
+uint32_t ExpertCache::find(ExpertKey key) const { return key_slot_[geometry_.key_index(key)]; }
+
+uint32_t ExpertCache::take_slot(Acquired& out) {
+  if (!free_.empty()) {
+    uint32_t s = free_.back();
+    free_.pop_back();
+    ++occupied_;
+    return s;
+  }
+  uint32_t victim = policy_.choose_victim([this](uint32_t s) { return slot_key_[s] != kNoSlot && pins_[s] == 0; });
+  if (victim == kNoSlot) return kNoSlot;
+  require(victim < slots() && slot_key_[victim] != kNoSlot && pins_[victim] == 0,
+          "expert cache: policy " + policy_.name() + " chose slot " + std::to_string(victim) +
+              ", which is not evictable");
+  out.evicted = true;
+  out.victim = geometry_.key_at(slot_key_[victim]);
+  policy_.on_evict(victim, out.victim);
+  key_slot_[slot_key_[victim]] = kNoSlot;
+  slot_key_[victim] = kNoSlot;
+  return victim;
+}
+
+Acquired ExpertCache::acquire(ExpertKey key) {
+  uint32_t k = geometry_.key_index(key);
+  Acquired out;
+  if (uint32_t s = key_slot_[k]; s != kNoSlot) {
+    out.slot = s;
+    out.hit = true;
+    ++pins_[s];
+    policy_.on_hit(s, key);
+    return out;
+  }
+  uint32_t s = take_slot(out);
+  if (s == kNoSlot) return out;
+  slot_key_[s] = k;
+  key_slot_[k] = s;
+  ++pins_[s];
+  policy_.on_insert(s, key, InsertKind::Demand);
+  out.slot = s;
+  return out;
+}
+
+Acquired ExpertCache::insert_guess(ExpertKey key, InsertKind kind) {
+  require(kind != InsertKind::Demand, "expert cache: insert_guess is for prefetch/prewarm");
+  uint32_t k = geometry_.key_index(key);
+  Acquired out;
+  if (key_slot_[k] != kNoSlot) return out;
+  uint32_t s = take_slot(out);
+  if (s == kNoSlot) return out;
+  slot_key_[s] = k;
+  key_slot_[k] = s;
+  policy_.on_insert(s, key, kind);
+  out.slot = s;
+  return out;
+}
+
+void ExpertCache::unpin(uint32_t slot) {
+  require(slot < slots() && pins_[slot] > 0, "expert cache: unpin of slot " + std::to_string(slot) + ", not pinned");
+  --pins_[slot];
+}
+
+}  // namespace waste::cache

@@ -1,0 +1,56 @@
+// The bookkeeping of an expert cache with a fixed number of slots: which key each slot holds,
+// the key -> slot map, pin counts, and the policy calls in the documented order. Single-threaded
+// (the owner locks). iod wraps it around its shared-memory slot table; the simulator drives it
+// from a routing trace. It never touches record bytes: a caller that gets `inserted` reads the
+// record into the slot.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "iod/cache/geometry.h"
+#include "iod/cache/policy.h"
+
+namespace waste::cache {
+
+struct Acquired {
+  uint32_t slot = kNoSlot;  // kNoSlot: every slot is pinned, nothing could be evicted
+  bool hit = false;
+  bool evicted = false;     // the slot held `victim` before
+  ExpertKey victim{};
+};
+
+class ExpertCache {
+ public:
+  ExpertCache(const CacheGeometry& geometry, uint32_t slots, CachePolicy& policy);
+
+  uint32_t slots() const { return uint32_t(slot_key_.size()); }
+  uint32_t occupied() const { return occupied_; }
+  const CacheGeometry& geometry() const { return geometry_; }
+
+  // Tells the policy a layer is about to be fetched (see policy.h).
+  void begin_layer(uint32_t layer, std::span<const uint32_t> experts);
+  // Finds or loads the key and pins it (demand).
+  Acquired acquire(ExpertKey key);
+  // Inserts a guess (prefetch / prewarm) into a free or evictable slot, unpinned. Returns
+  // the slot, or kNoSlot when the key is cached already or nothing could be evicted.
+  Acquired insert_guess(ExpertKey key, InsertKind kind);
+  void unpin(uint32_t slot);
+  bool pinned(uint32_t slot) const { return pins_.at(slot) > 0; }
+  uint32_t find(ExpertKey key) const;  // slot or kNoSlot
+  bool holds(uint32_t slot) const { return slot_key_.at(slot) != kNoSlot; }
+  ExpertKey key_in(uint32_t slot) const { return geometry_.key_at(slot_key_.at(slot)); }
+
+ private:
+  uint32_t take_slot(Acquired& out);
+
+  CacheGeometry geometry_;
+  CachePolicy& policy_;
+  std::vector<uint32_t> slot_key_;  // key index per slot, or kNoSlot when free
+  std::vector<uint32_t> key_slot_;  // slot per key index, or kNoSlot
+  std::vector<uint32_t> pins_;
+  std::vector<uint32_t> free_;      // free slots, popped from the back
+  uint32_t occupied_ = 0;
+};
+
+}  // namespace waste::cache

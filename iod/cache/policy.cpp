@@ -1,0 +1,63 @@
+#include "iod/cache/policy.h"
+
+#include <cstdlib>
+
+#include "iod/cache/frequency_policy.h"
+#include "iod/cache/lru_policy.h"
+#include "shared/util/error.h"
+
+namespace waste::cache {
+
+namespace {
+
+double parse_param(const std::string& spec, const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  require(!value.empty() && end && *end == '\0',
+          "cache policy '" + spec + "': parameter " + key + " needs a number, got '" + value + "'");
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> policy_names() { return {"lru", "lrfu", "cyclic"}; }
+
+std::string policy_help() {
+  return "lru | lrfu | cyclic (default), optionally with :gamma=G,prior=W,prefetch=P "
+         "(gamma: per-token decay of the access count; prior: weight of the usage-file popularity; "
+         "prefetch: use probability assumed for a prefetched record)";
+}
+
+std::unique_ptr<CachePolicy> make_policy(const std::string& spec, const CacheGeometry& geometry,
+                                         const KeyPrior& prior) {
+  std::string name = spec, rest;
+  if (size_t colon = spec.find(':'); colon != std::string::npos) {
+    name = spec.substr(0, colon);
+    rest = spec.substr(colon + 1);
+  }
+  if (name == "lru") {
+    require(rest.empty(), "cache policy 'lru' takes no parameters (got '" + rest + "')");
+    return std::make_unique<LruPolicy>();
+  }
+  FrequencyParams params;
+  if (name == "cyclic") params.mode = FrequencyParams::Mode::Cyclic;
+  else if (name == "lrfu") params.mode = FrequencyParams::Mode::Lrfu;
+  else throw Error("unknown cache policy '" + name + "' (expected " + policy_help() + ")");
+  size_t pos = 0;
+  while (pos < rest.size()) {
+    size_t comma = rest.find(',', pos);
+    std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? rest.size() : comma + 1;
+    size_t eq = item.find('=');
+    require(eq != std::string::npos, "cache policy '" + spec + "': expected name=value, got '" + item + "'");
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    double v = parse_param(spec, key, value);
+    if (key == "gamma") params.gamma = v;
+    else if (key == "prior") params.prior_weight = v;
+    else if (key == "prefetch") params.prefetch_p = v;
+    else throw Error("cache policy '" + spec + "': unknown parameter '" + key + "' (" + policy_help() + ")");
+  }
+  return std::make_unique<FrequencyPolicy>(geometry, params, prior);
+}
+
+}  // namespace waste::cache

@@ -1,0 +1,129 @@
+#include "iod/cache/simulate.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "iod/cache/expert_cache.h"
+#include "shared/util/error.h"
+
+namespace waste::cache {
+
+const std::vector<double> kDefaultWorkingSets = {0.5, 1, 2, 4, 8};
+
+CacheGeometry trace_geometry(const RoutingTrace& trace, uint32_t experts_per_layer) {
+  uint32_t experts = experts_per_layer ? experts_per_layer : trace.max_expert + 1;
+  require(trace.max_expert < experts, trace.source + ": expert id " + std::to_string(trace.max_expert) +
+                                          " out of range for " + std::to_string(experts) + " experts per layer");
+  return CacheGeometry::dense(trace.moe_layers, experts, trace.top_k);
+}
+
+SimResult simulate_policy(const RoutingTrace& trace, const CacheGeometry& geometry, uint32_t slots,
+                          CachePolicy& policy, std::span<const ExpertKey> prewarm) {
+  require(slots >= trace.top_k, "simulate: " + std::to_string(slots) + " slots cannot hold one layer's " +
+                                    std::to_string(trace.top_k) + " experts");
+  ExpertCache cache(geometry, slots, policy);
+  for (const ExpertKey& k : prewarm) {
+    if (cache.occupied() >= slots) break;
+    cache.insert_guess(k, InsertKind::Prewarm);
+  }
+  SimResult r;
+  std::vector<uint32_t> pinned;
+  pinned.reserve(trace.top_k);
+  for (size_t t = 0; t < trace.tokens(); ++t) {
+    for (uint32_t l = 0; l < trace.moe_layers; ++l) {
+      const uint32_t* ex = trace.layer_experts(t, l);
+      uint32_t layer = geometry.moe_layers()[l];
+      cache.begin_layer(layer, std::span<const uint32_t>(ex, trace.top_k));
+      pinned.clear();
+      for (uint32_t j = 0; j < trace.top_k; ++j) {
+        Acquired a = cache.acquire(ExpertKey{layer, ex[j]});
+        require(a.slot != kNoSlot, "simulate: no evictable slot (all pinned)");
+        ++r.accesses;
+        if (a.hit) ++r.hits;
+        pinned.push_back(a.slot);
+      }
+      for (uint32_t s : pinned) cache.unpin(s);
+    }
+  }
+  return r;
+}
+
+SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geometry, uint32_t slots, bool bypass) {
+  require(slots >= trace.top_k, "simulate: " + std::to_string(slots) + " slots cannot hold one layer's experts");
+  const size_t n = trace.experts.size();
+  const uint32_t k = trace.top_k;
+  std::vector<uint32_t> key(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t l = uint32_t((i / k) % trace.moe_layers);
+    key[i] = geometry.key_index(ExpertKey{geometry.moe_layers()[l], trace.experts[i]});
+  }
+  constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  std::vector<uint64_t> next_use(n);
+  {
+    std::vector<uint64_t> seen(geometry.key_count(), kNever);
+    for (size_t i = n; i-- > 0;) {
+      next_use[i] = seen[key[i]];
+      seen[key[i]] = i;
+    }
+  }
+  // Cached keys ordered by next use (ties impossible: one access per index).
+  std::set<std::pair<uint64_t, uint32_t>> by_next;
+  std::vector<uint64_t> cached_next(geometry.key_count(), 0);
+  std::vector<bool> cached(geometry.key_count(), false);
+  SimResult r;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t kk = key[i];
+    ++r.accesses;
+    if (cached[kk]) {
+      ++r.hits;
+      by_next.erase({cached_next[kk], kk});
+      cached_next[kk] = next_use[i];
+      by_next.insert({next_use[i], kk});
+      continue;
+    }
+    if (by_next.size() >= slots) {
+      size_t layer_start = i - i % k;  // accesses [layer_start, i) belong to the current layer
+      auto it = std::prev(by_next.end());
+      if (bypass) {
+        if (next_use[i] >= it->first) continue;  // the new record is the one to drop
+      } else {
+        // The current layer's records are pinned: skip them (their next use is a later token,
+        // so they may well be the furthest).
+        for (;;) {
+          bool in_layer = false;
+          for (size_t j = layer_start; j < i; ++j) in_layer |= key[j] == it->second;
+          if (!in_layer) break;
+          require(it != by_next.begin(), "simulate: no evictable slot (all pinned)");
+          --it;
+        }
+      }
+      cached[it->second] = false;
+      by_next.erase(it);
+    }
+    cached[kk] = true;
+    cached_next[kk] = next_use[i];
+    by_next.insert({next_use[i], kk});
+  }
+  return r;
+}
+
+std::vector<SweepRow> sweep(const RoutingTrace& trace, const std::string& policy_spec,
+                            std::span<const double> working_sets, const KeyPrior& prior,
+                            std::span<const ExpertKey> prewarm, uint32_t experts_per_layer) {
+  CacheGeometry g = trace_geometry(trace, experts_per_layer);
+  std::vector<SweepRow> rows;
+  for (double ws : working_sets) {
+    require(ws > 0 && ws <= 1e6, "simulate: working-set multiple must be positive");
+    SweepRow row;
+    row.working_sets = ws;
+    row.slots = uint32_t(std::max<double>(trace.top_k, std::llround(ws * g.working_set_slots())));
+    auto policy = make_policy(policy_spec, g, prior);
+    row.hit_rate = simulate_policy(trace, g, row.slots, *policy, prewarm).hit_rate();
+    row.optimal_hit_rate = simulate_belady(trace, g, row.slots, true).hit_rate();
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace waste::cache
