@@ -1,5 +1,7 @@
 #include "shared/tokenizer/synthetic_ranks.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,6 +37,29 @@ BpeRanks synthetic_ranks(size_t n_merges) {
     pretok.split(synthetic_corpus(), pieces);
     for (std::string_view p : pieces) ++counts[std::string(p)];
   }
+  // The text alone supplies about a thousand merges. Two deterministic additions, each seen once,
+  // bring that to a few thousand without changing what the frequent merges are: every number of
+  // one to three digits (the pattern cuts digit runs into such pieces, and real vocabularies hold
+  // them all), and the lower / Capitalised / UPPER forms of every ASCII word, with and without a
+  // leading space.
+  std::map<std::string, uint64_t> extra;
+  for (int n = 0; n < 1000; ++n) ++extra[std::to_string(n)];
+  for (const auto& [text, count] : counts) {
+    std::string_view word = text;
+    if (!word.empty() && word.front() == ' ') word.remove_prefix(1);
+    if (word.size() < 2 || !std::all_of(word.begin(), word.end(), [](char c) { return std::isalpha(uint8_t(c)); }))
+      continue;
+    std::string lower(word), upper(word), capital;
+    for (char& c : lower) c = char(std::tolower(uint8_t(c)));
+    for (char& c : upper) c = char(std::toupper(uint8_t(c)));
+    capital = lower;
+    capital[0] = char(std::toupper(uint8_t(capital[0])));
+    for (const std::string& form : {lower, upper, capital}) {
+      ++extra[form];
+      ++extra[" " + form];
+    }
+  }
+  for (const auto& [text, count] : extra) counts.emplace(text, count);  // keeps real counts
   std::vector<Word> words;
   for (const auto& [text, count] : counts) {
     if (text.size() < 2) continue;  // nothing to merge

@@ -11,7 +11,8 @@
 
 namespace waste::tok {
 
-inline constexpr size_t kSyntheticDefaultMerges = 2048;
+// 256 bytes + 3840 merges = 4096 base tokens; the built-in text supplies about 4,280 merges.
+inline constexpr size_t kSyntheticDefaultMerges = 3840;
 
 // Throws Error if the built-in text cannot supply n_merges distinct merges.
 BpeRanks synthetic_ranks(size_t n_merges = kSyntheticDefaultMerges);
