@@ -11,7 +11,7 @@ namespace waste {
 void apply_expert(const ModelConfig& c, const ExpertView& v, const float* x, int64_t n, float* y) {
   if (v.format != TensorFormat::F32 && v.format != TensorFormat::BF16)
     throw Error(std::string("expert record format ") + format_name(v.format) +
-                " is not supported by the model code yet (F32 and BF16 are)");
+                " is not a routed-expert format (F32, BF16 and VQ3R are)");
   auto view = [&](const uint8_t* data, int rows, int cols) {
     MatrixView m;
     m.format = v.format;

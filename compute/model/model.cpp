@@ -21,7 +21,7 @@ struct Loader {
                   "], expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
     return m;
   }
-  // Matrices the model multiplies by row slices or reads row by row: any trunk format but VQ3R.
+  // A vector of exactly n values, or at least n when the release pads it (K3 A_log).
   std::span<const float> vec(const std::string& name, int64_t n, bool longer_ok = false) const {
     std::span<const float> v = w.vector(name);
     if (int64_t(v.size()) != n && !(longer_ok && int64_t(v.size()) > n))

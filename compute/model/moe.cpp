@@ -1,11 +1,13 @@
 #include "compute/model/moe.h"
 
 #include <map>
+#include <memory>
 #include <algorithm>
 #include <vector>
 
 #include "compute/model/expert_apply.h"
 #include "compute/model/ops.h"
+#include "compute/model/rvq_experts.h"
 #include "shared/util/error.h"
 
 namespace waste {
@@ -46,7 +48,9 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
   for (const auto& [e, u] : users) ids.push_back(e);
   experts.prefetch(layer, ids);
 
-  std::vector<float> acc(size_t(n) * Z, 0.0f), in, out;
+  std::vector<float> acc(size_t(n) * Z, 0.0f), in, out, wts;
+  std::vector<int64_t> rows;
+  std::unique_ptr<RvqExpertBatch> rvq;
   for (const auto& [e, u] : users) {
     const ExpertView v = experts.expert(layer, e);
     if (v.hidden != Z || v.intermediate != c.moe_intermediate) {
@@ -56,21 +60,37 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
                   std::to_string(Z) + " x " + std::to_string(c.moe_intermediate));
     }
     const int64_t m = int64_t(u.size());
-    in.resize(size_t(m) * Z);
-    out.resize(size_t(m) * Z);
-    for (int64_t i = 0; i < m; ++i) std::copy_n(z + size_t(u[size_t(i)].first) * Z, Z, &in[size_t(i) * Z]);
     try {
-      apply_expert(c, v, in.data(), m, out.data());
+      if (v.format == TensorFormat::VQ3R) {
+        // Compressed experts go through the RVQ lookup-table kernels; each token's tables are
+        // built once per layer and shared by all experts it chose.
+        if (!rvq) {
+          rvq = std::make_unique<RvqExpertBatch>(c.activation == Activation::SiTU, c.situ_beta, c.situ_linear_beta);
+          rvq->set_inputs(z, n, Z);
+        }
+        rows.resize(size_t(m));
+        wts.resize(size_t(m));
+        for (int64_t i = 0; i < m; ++i) {
+          rows[size_t(i)] = u[size_t(i)].first;
+          wts[size_t(i)] = u[size_t(i)].second;
+        }
+        rvq->apply(v, rows.data(), wts.data(), m, acc.data());
+      } else {
+        in.resize(size_t(m) * Z);
+        out.resize(size_t(m) * Z);
+        for (int64_t i = 0; i < m; ++i) std::copy_n(z + size_t(u[size_t(i)].first) * Z, Z, &in[size_t(i) * Z]);
+        apply_expert(c, v, in.data(), m, out.data());
+        for (int64_t i = 0; i < m; ++i) {
+          float* a = &acc[size_t(u[size_t(i)].first) * Z];
+          const float wt = u[size_t(i)].second;
+          for (int d = 0; d < Z; ++d) a[d] += wt * out[size_t(i) * Z + d];
+        }
+      }
     } catch (...) {
       experts.release(layer, e);
       throw;
     }
     experts.release(layer, e);
-    for (int64_t i = 0; i < m; ++i) {
-      float* a = &acc[size_t(u[size_t(i)].first) * Z];
-      const float wt = u[size_t(i)].second;
-      for (int d = 0; d < Z; ++d) a[d] += wt * out[size_t(i) * Z + d];
-    }
   }
 
   if (latent) {

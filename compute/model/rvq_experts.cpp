@@ -1,0 +1,68 @@
+#include "compute/model/rvq_experts.h"
+
+#include <string>
+#include <vector>
+
+#include "shared/rvq/kernels.h"
+#include "shared/util/error.h"
+
+namespace waste {
+
+struct RvqExpertBatch::Impl {
+  Activation act;
+  const float* z = nullptr;
+  int64_t n = 0;
+  int hidden = 0;
+  const float* books = nullptr;   // codebooks the built tables belong to
+  std::vector<ExpertTables> tables;
+  std::vector<bool> built;
+  ExpertScratch scratch;
+  std::vector<const ExpertTables*> selected;
+  std::vector<float> out;
+};
+
+RvqExpertBatch::RvqExpertBatch(bool situ, float beta, float beta_linear) : impl_(std::make_unique<Impl>()) {
+  impl_->act.kind = situ ? Activation::Kind::SiTU : Activation::Kind::SiLU;
+  impl_->act.beta = beta;
+  impl_->act.beta_linear = beta_linear;
+}
+
+RvqExpertBatch::~RvqExpertBatch() = default;
+
+void RvqExpertBatch::set_inputs(const float* z, int64_t n, int hidden) {
+  impl_->z = z;
+  impl_->n = n;
+  impl_->hidden = hidden;
+  impl_->books = nullptr;
+  impl_->tables.assign(size_t(n), ExpertTables{});
+  impl_->built.assign(size_t(n), false);
+}
+
+void RvqExpertBatch::apply(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* acc) {
+  Impl& s = *impl_;
+  require(v.hidden == s.hidden, "VQ3R expert of width " + std::to_string(v.hidden) + " applied to rows of width " +
+                                    std::to_string(s.hidden));
+  if (v.codebooks != s.books) {  // a layer shares its books; new books mean new tables
+    s.books = v.codebooks;
+    s.built.assign(size_t(s.n), false);
+  }
+  s.selected.resize(size_t(m));
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t r = rows[i];
+    require(r >= 0 && r < s.n, "VQ3R expert apply: row out of range");
+    if (!s.built[size_t(r)]) {
+      build_expert_tables(s.z + r * s.hidden, s.hidden, v.codebooks, s.tables[size_t(r)]);
+      s.built[size_t(r)] = true;
+    }
+    s.selected[size_t(i)] = &s.tables[size_t(r)];
+  }
+  s.out.assign(size_t(m) * s.hidden, 0.0f);
+  apply_expert_batch(v, s.selected.data(), weights, int(m), s.act, s.scratch, s.out.data());
+  for (int64_t i = 0; i < m; ++i) {
+    float* a = acc + rows[i] * s.hidden;
+    const float* o = &s.out[size_t(i) * s.hidden];
+    for (int d = 0; d < s.hidden; ++d) a[d] += o[d];
+  }
+}
+
+}  // namespace waste

@@ -1,0 +1,32 @@
+// Routed experts stored as VQ3R, through shared/rvq's fused expert apply. This bridge has its
+// own translation unit because shared/rvq/kernels.h (struct Activation) and
+// shared/model/config.h (enum class Activation) both declare waste::Activation, so no file
+// may include both; this header includes neither.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "shared/container/expert_view.h"
+
+namespace waste {
+
+class RvqExpertBatch {
+ public:
+  // situ=false: SiLU; else SiTU with its two betas.
+  RvqExpertBatch(bool situ, float beta, float beta_linear);
+  ~RvqExpertBatch();
+  RvqExpertBatch(const RvqExpertBatch&) = delete;
+  RvqExpertBatch& operator=(const RvqExpertBatch&) = delete;
+
+  // The n rows [n, hidden] that the experts of one layer read. Lookup tables of a row are
+  // built once, on first use, and shared by every expert of the layer that reads it.
+  void set_inputs(const float* z, int64_t n, int hidden);
+  // acc[rows[i] * hidden ...] += weights[i] * expert(z[rows[i]]) for i < m.
+  void apply(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* acc);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace waste
