@@ -1,0 +1,273 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "shared/container/reader.h"
+#include "shared/hf/checkpoint.h"
+#include "shared/rvq/encoder.h"
+#include "shared/util/error.h"
+#include "shared/util/file.h"
+#include "shared/util/half.h"
+#include "tests/unit/hf/temp_dir.h"
+#include "tools/convert/convert.h"
+
+using namespace waste;
+using waste::test::fixture_dir;
+using waste::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFixtures[] = {"deepseek-v3", "deepseek-v3-fp8", "kimi-k3", "kimi-linear"};
+
+ConvertOptions options(const std::string& fixture, const std::string& out, TensorFormat experts, TrunkChoice trunk) {
+  ConvertOptions o;
+  o.hf_dir = fixture_dir(fixture);
+  o.out = out;
+  o.expert_format = experts;
+  o.trunk = trunk;
+  o.progress = false;
+  o.threads = 2;
+  return o;
+}
+
+std::map<std::string, std::vector<uint8_t>> dir_contents(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file_bytes(e.path().string(), 1ull << 30);
+  return out;
+}
+
+std::vector<float> trunk_row(const Container& c, const std::string& name, uint64_t row) {
+  const TensorInfo& t = c.tensor(name);
+  std::vector<float> out(t.shape.size() == 1 ? t.elements() : t.cols());
+  read_tensor_row(c, t, row, out.data());
+  return out;
+}
+
+// The checkpoint's values of a trunk tensor by its release name without prefix.
+std::vector<float> checkpoint_values(const Checkpoint& ck, const std::string& name) {
+  const std::string full = ck.config().tensor_prefix + name;
+  if (ck.has(full)) return ck.read_tensor(full);
+  return ck.read_weight(full.substr(0, full.size() - 7));
+}
+
+}  // namespace
+
+TEST_CASE("every fixture converts losslessly and reads back exactly") {
+  for (const char* fx : kFixtures) {
+    CAPTURE(fx);
+    TempDir tmp;
+    const std::string out = tmp.str() + "/m.waste";
+    ConvertReport r = convert_checkpoint(options(fx, out, TensorFormat::F32, TrunkChoice::F32));
+    CHECK(!r.trunk_resumed);
+    Checkpoint ck = Checkpoint::open(fixture_dir(fx));
+    const ModelConfig& cfg = ck.config();
+    Container c = Container::open(out);
+    CHECK(!path_exists(out + "/.progress"));
+    CHECK(c.config().n_layers == cfg.n_layers);
+    // Every trunk tensor, every row, equals the checkpoint's (dequantised) values.
+    for (const TensorSpec& s : trunk_tensor_specs(cfg)) {
+      CAPTURE(s.name);
+      const TensorInfo& t = c.tensor(s.name);
+      CHECK(t.format == TensorFormat::F32);
+      std::vector<float> want = checkpoint_values(ck, s.name);
+      const uint64_t rows = t.shape.size() == 1 ? 1 : t.rows();
+      const uint64_t cols = want.size() / rows;
+      for (uint64_t row = 0; row < rows; row += std::max<uint64_t>(1, rows / 7)) {
+        std::vector<float> got = trunk_row(c, s.name, row);
+        REQUIRE(got.size() == cols);
+        CHECK(std::memcmp(got.data(), want.data() + row * cols, cols * 4) == 0);
+      }
+    }
+    // Expert records hold the f32 matrices bit for bit.
+    for (int layer : cfg.moe_layers()) {
+      const ExpertLayerInfo* li = c.expert_layer(layer);
+      REQUIRE(li != nullptr);
+      CHECK(li->layout.format == TensorFormat::F32);
+      for (int e : {0, cfg.n_experts - 1}) {
+        std::vector<uint8_t> rec(li->layout.stride);
+        c.read_record(layer, uint32_t(e), rec.data());
+        const ExpertNames n = expert_tensor_names(cfg, layer, e);
+        std::vector<float> gate = ck.read_weight(cfg.tensor_prefix + n.gate);
+        std::vector<float> down = ck.read_weight(cfg.tensor_prefix + n.down);
+        CHECK(std::memcmp(rec.data() + li->layout.gate_offset, gate.data(), gate.size() * 4) == 0);
+        CHECK(std::memcmp(rec.data() + li->layout.down_offset, down.data(), down.size() * 4) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("every fixture converts with VQ3R experts and the default trunk") {
+  for (const char* fx : kFixtures) {
+    CAPTURE(fx);
+    TempDir tmp;
+    const std::string out = tmp.str() + "/m.waste";
+    ConvertReport r = convert_checkpoint(options(fx, out, TensorFormat::VQ3R, TrunkChoice::Q4G));
+    Checkpoint ck = Checkpoint::open(fixture_dir(fx));
+    const ModelConfig& cfg = ck.config();
+    Container c = Container::open(out);
+    // Default formats by role.
+    for (const TensorSpec& s : trunk_tensor_specs(cfg)) {
+      CAPTURE(s.name);
+      const TensorInfo& t = c.tensor(s.name);
+      if (s.role == TensorRole::Router || s.role == TensorRole::Vector) {
+        CHECK(t.format == TensorFormat::F32);
+        std::vector<float> want = checkpoint_values(ck, s.name);
+        const uint64_t rows = t.shape.size() == 1 ? 1 : t.rows();
+        std::vector<float> got = trunk_row(c, s.name, rows - 1);
+        CHECK(std::memcmp(got.data(), want.data() + (rows - 1) * got.size(), got.size() * 4) == 0);
+      } else if (s.role == TensorRole::Matrix) {
+        CHECK((t.format == TensorFormat::Q4G || (t.format == TensorFormat::BF16 && t.cols() % 32 != 0)));
+      } else {
+        CHECK(t.format == TensorFormat::Q8G);
+      }
+    }
+    // A q4g matrix reads back within half a quantization step of its group.
+    {
+      const std::string name = cfg.arch == Arch::DeepseekV3 ? "model.layers.0.self_attn.o_proj.weight"
+                                                            : "model.layers.0.self_attn.q_proj.weight";
+      std::vector<float> want = checkpoint_values(ck, name);
+      const TensorInfo& t = c.tensor(name);
+      REQUIRE(t.format == TensorFormat::Q4G);
+      const uint64_t cols = t.cols();
+      for (uint64_t row : {uint64_t(0), t.rows() - 1}) {
+        std::vector<float> got = trunk_row(c, name, row);
+        for (uint64_t g = 0; g < cols; g += 32) {
+          float amax = 0;
+          for (uint64_t k = g; k < g + 32; ++k) amax = std::max(amax, std::fabs(want[row * cols + k]));
+          for (uint64_t k = g; k < g + 32; ++k)
+            CHECK(std::fabs(got[k] - want[row * cols + k]) <= amax / 7.0f * 0.5f * 1.01f + 1e-6f);
+        }
+      }
+    }
+    // The reported relative error is what decoding the records gives.
+    REQUIRE(r.layers.size() == cfg.moe_layers().size());
+    for (const ConvertLayerReport& lr : r.layers) {
+      CAPTURE(lr.layer);
+      REQUIRE(lr.relative_error.size() == 3);
+      const ExpertLayerInfo* li = c.expert_layer(lr.layer);
+      REQUIRE(li != nullptr);
+      CHECK(li->relative_error == lr.relative_error);
+      const std::vector<float> books = c.read_codebooks(lr.layer);
+      const int H = cfg.expert_hidden(), I = cfg.moe_intermediate;
+      double err[3] = {0, 0, 0}, energy[3] = {0, 0, 0};
+      std::vector<uint8_t> rec(li->layout.stride);
+      for (int e = 0; e < cfg.n_experts; ++e) {
+        c.read_record(lr.layer, uint32_t(e), rec.data());
+        const ExpertNames n = expert_tensor_names(cfg, lr.layer, e);
+        const std::string names[3] = {n.gate, n.up, n.down};
+        const uint32_t offsets[3] = {li->layout.gate_offset, li->layout.up_offset, li->layout.down_offset};
+        const auto* scales = reinterpret_cast<const uint16_t*>(rec.data() + li->layout.scales_offset);
+        const uint16_t* sc[3] = {scales, scales + I, scales + 2 * I};
+        for (int k = 0; k < 3; ++k) {
+          const int rows = k == 2 ? H : I, cols = k == 2 ? I : H;
+          std::vector<float> want = ck.read_weight(cfg.tensor_prefix + names[k]);
+          std::vector<float> got(want.size());
+          decode_matrix(rec.data() + offsets[k], sc[k], rows, cols, books.data() + size_t(k) * kCodebookFloats, got.data());
+          for (size_t i = 0; i < want.size(); ++i) {
+            err[k] += double(got[i] - want[i]) * double(got[i] - want[i]);
+            energy[k] += double(want[i]) * double(want[i]);
+          }
+        }
+      }
+      for (int k = 0; k < 3; ++k) {
+        CAPTURE(k);
+        const double rel = err[k] / energy[k];
+        CHECK(rel == doctest::Approx(lr.relative_error[size_t(k)]).epsilon(0.02));
+        CHECK(rel < 0.2);  // 3 bits per weight: far better than nothing (1.0)
+        CHECK(rel > 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a checkpoint missing a tensor is refused, naming it") {
+  const std::string fx = fixture_dir("deepseek-v3");
+  for (const std::string victim : {"model.layers.2.self_attn.o_proj.weight", "model.layers.3.mlp.experts.5.up_proj.weight"}) {
+    CAPTURE(victim);
+    TempDir tmp;
+    const std::string ck_dir = tmp.str() + "/ck";
+    fs::create_directories(ck_dir);
+    fs::copy_file(fx + "/config.json", ck_dir + "/config.json");
+    // Rewrite the header with the tensor renamed; the data section is unchanged (offsets are
+    // relative to it). No index: it would still list the old name.
+    std::vector<uint8_t> file = read_file_bytes(fx + "/model.safetensors", 64 << 20);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | file[size_t(i)];
+    nlohmann::json h = nlohmann::json::parse(std::string(file.begin() + 8, file.begin() + 8 + ptrdiff_t(n)));
+    REQUIRE(h.contains(victim));
+    h["renamed." + victim] = h[victim];
+    h.erase(victim);
+    std::string text = h.dump();
+    std::ofstream f(ck_dir + "/model.safetensors", std::ios::binary);
+    uint64_t len = text.size();
+    for (int i = 0; i < 8; ++i) f.put(char(len >> (8 * i)));
+    f << text;
+    f.write(reinterpret_cast<const char*>(file.data() + 8 + n), std::streamsize(file.size() - 8 - n));
+    f.close();
+    ConvertOptions o = options("deepseek-v3", tmp.str() + "/m.waste", TensorFormat::F32, TrunkChoice::F32);
+    o.hf_dir = ck_dir;
+    const std::string base = victim.substr(0, victim.size() - 7);
+    CHECK_THROWS_WITH_AS(convert_checkpoint(o), doctest::Contains(base.c_str()), Error);
+    CHECK(!path_exists(tmp.str() + "/m.waste"));  // refused before writing anything
+  }
+}
+
+TEST_CASE("a conversion interrupted mid-way resumes and writes byte-identical files") {
+  for (TensorFormat experts : {TensorFormat::F32, TensorFormat::VQ3R}) {
+    CAPTURE(format_name(experts));
+    TempDir tmp;
+    const std::string clean = tmp.str() + "/clean.waste", resumed = tmp.str() + "/resumed.waste";
+    // Light codebook training keeps the test fast; determinism does not depend on it.
+    auto light = [&](const std::string& out) {
+      ConvertOptions o = options("kimi-linear", out, experts, TrunkChoice::Q4G);
+      o.rvq.kmeans_iters = 2;
+      o.rvq.train_refine_passes = 1;
+      o.rvq.max_train_vectors = 4096;
+      return o;
+    };
+    convert_checkpoint(light(clean));
+
+    ConvertOptions o = light(resumed);
+    o.crash_after_layers = 1;
+    CHECK_THROWS_WITH_AS(convert_checkpoint(o), doctest::Contains("simulated crash"), Error);
+    CHECK(!path_exists(resumed + "/manifest"));
+    o.crash_after_layers = -1;
+    o.threads = 1;  // a different thread count must not change a byte
+    ConvertReport r = convert_checkpoint(o);
+    CHECK(r.trunk_resumed);
+    REQUIRE(r.layers.size() >= 2);
+    CHECK(r.layers[0].resumed);
+    CHECK(!r.layers[1].resumed);
+    CHECK(dir_contents(clean) == dir_contents(resumed));
+
+    // A plain rerun over a finished container also gives the same bytes.
+    convert_checkpoint(light(resumed));
+    CHECK(dir_contents(clean) == dir_contents(resumed));
+  }
+}
+
+TEST_CASE("progress from a run with other options is not reused") {
+  TempDir tmp;
+  const std::string out = tmp.str() + "/m.waste";
+  ConvertOptions o = options("kimi-linear", out, TensorFormat::F32, TrunkChoice::F32);
+  o.crash_after_layers = 1;
+  CHECK_THROWS_AS(convert_checkpoint(o), Error);
+  o.crash_after_layers = -1;
+  o.expert_format = TensorFormat::BF16;
+  o.trunk = TrunkChoice::BF16;
+  ConvertReport r = convert_checkpoint(o);
+  CHECK(!r.trunk_resumed);
+  for (const auto& l : r.layers) CHECK(!l.resumed);
+  Container c = Container::open(out);
+  CHECK(c.expert_layers().front().layout.format == TensorFormat::BF16);
+  CHECK(c.tensor("model.layers.0.self_attn.q_proj.weight").format == TensorFormat::BF16);
+}
