@@ -8,7 +8,7 @@
 
 namespace waste {
 
-void apply_expert(const ModelConfig& c, const ExpertView& v, const float* x, int64_t n, float* y) {
+void apply_lossless_expert(const ModelConfig& c, const ExpertView& v, const float* x, int64_t n, float* y) {
   if (v.format != TensorFormat::F32 && v.format != TensorFormat::BF16)
     throw Error(std::string("expert record format ") + format_name(v.format) +
                 " is not a routed-expert format (F32, BF16 and VQ3R are)");

@@ -1,5 +1,5 @@
-// One routed expert applied to a batch of rows, whatever the record format: F32/BF16 views
-// go through matvec's kernels; VQ3R needs the RVQ fused apply (not wired yet).
+// A lossless (F32/BF16) routed expert applied to a batch of rows through the trunk matmul
+// kernels. VQ3R experts take the RVQ path instead (rvq_experts.h); moe.cpp picks per view.
 #pragma once
 #include <cstdint>
 
@@ -9,6 +9,6 @@
 namespace waste {
 
 // y[t] = down( act(gate x[t], up x[t]) ) for t < n; x, y are [n, v.hidden].
-void apply_expert(const ModelConfig& c, const ExpertView& v, const float* x, int64_t n, float* y);
+void apply_lossless_expert(const ModelConfig& c, const ExpertView& v, const float* x, int64_t n, float* y);
 
 }  // namespace waste

@@ -79,7 +79,7 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
         in.resize(size_t(m) * Z);
         out.resize(size_t(m) * Z);
         for (int64_t i = 0; i < m; ++i) std::copy_n(z + size_t(u[size_t(i)].first) * Z, Z, &in[size_t(i) * Z]);
-        apply_expert(c, v, in.data(), m, out.data());
+        apply_lossless_expert(c, v, in.data(), m, out.data());
         for (int64_t i = 0; i < m; ++i) {
           float* a = &acc[size_t(u[size_t(i)].first) * Z];
           const float wt = u[size_t(i)].second;
