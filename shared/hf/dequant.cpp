@@ -9,7 +9,16 @@
 
 namespace waste {
 
-float e4m3_to_f32(uint8_t v) {
+namespace {
+
+// 256-entry tables: a release holds ~10^12 weights, so decoding must be a load, not a ldexp.
+struct DecodeTables {
+  float e4m3[256];
+  float e8m0[256];
+  DecodeTables();
+};
+
+float e4m3_formula(uint8_t v) {
   const bool neg = v & 0x80;
   const int exp = (v >> 3) & 0xf;
   const int man = v & 0x7;
@@ -24,15 +33,32 @@ float e4m3_to_f32(uint8_t v) {
   return neg ? -mag : mag;
 }
 
+float e8m0_formula(uint8_t e) {
+  if (e == 255) return std::numeric_limits<float>::quiet_NaN();
+  return std::ldexp(1.0f, int(e) - 127);
+}
+
+DecodeTables::DecodeTables() {
+  for (int i = 0; i < 256; ++i) {
+    e4m3[i] = e4m3_formula(uint8_t(i));
+    e8m0[i] = e8m0_formula(uint8_t(i));
+  }
+}
+
+const DecodeTables& tables() {
+  static const DecodeTables t;
+  return t;
+}
+
+}  // namespace
+
+float e4m3_to_f32(uint8_t v) { return tables().e4m3[v]; }
+float e8m0_to_f32(uint8_t e) { return tables().e8m0[e]; }
+
 float e2m1_to_f32(uint8_t nibble) {
   static constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   float m = kMag[nibble & 7];
   return (nibble & 8) ? -m : m;
-}
-
-float e8m0_to_f32(uint8_t e) {
-  if (e == 255) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(1.0f, int(e) - 127);
 }
 
 namespace {
@@ -55,7 +81,8 @@ std::vector<float> plain_to_f32(const std::string& dtype, const uint8_t* b, size
   } else if (dtype == "F64") {
     for (size_t i = 0; i < n; ++i) out[i] = float(load_le<double>(b + 8 * i));
   } else if (dtype == "F8_E4M3") {
-    for (size_t i = 0; i < n; ++i) out[i] = e4m3_to_f32(b[i]);
+    const float* lut = tables().e4m3;
+    for (size_t i = 0; i < n; ++i) out[i] = lut[b[i]];
   } else if (dtype == "I32") {
     for (size_t i = 0; i < n; ++i) out[i] = float(load_le<int32_t>(b + 4 * i));
   } else if (dtype == "I64") {
@@ -72,9 +99,10 @@ std::vector<float> plain_to_f32(const std::string& dtype, const uint8_t* b, size
 
 void dequant_fp8_block(const uint8_t* w, size_t rows, size_t cols, const float* scale, size_t block, float* out) {
   const size_t scale_cols = (cols + block - 1) / block;
+  const float* lut = tables().e4m3;
   for (size_t i = 0; i < rows; ++i) {
     const float* srow = scale + (i / block) * scale_cols;
-    for (size_t j = 0; j < cols; ++j) out[i * cols + j] = e4m3_to_f32(w[i * cols + j]) * srow[j / block];
+    for (size_t j = 0; j < cols; ++j) out[i * cols + j] = lut[w[i * cols + j]] * srow[j / block];
   }
 }
 
