@@ -7,8 +7,9 @@
 namespace waste::tok {
 
 Tokenizer Tokenizer::load(const std::string& ranks_path, const std::string& tokenizer_config_path) {
-  return Tokenizer(BpeRanks::load_file(ranks_path), TokenizerConfig::load_file(tokenizer_config_path),
-                   tokenizer_config_path);
+  // Ranks first, so a missing model directory is reported by its first file.
+  BpeRanks ranks = BpeRanks::load_file(ranks_path);
+  return Tokenizer(std::move(ranks), TokenizerConfig::load_file(tokenizer_config_path), tokenizer_config_path);
 }
 
 Tokenizer::Tokenizer(BpeRanks ranks, TokenizerConfig config, const std::string& source)
