@@ -9,7 +9,7 @@
 namespace waste {
 
 struct RvqExpertBatch::Impl {
-  Activation act;
+  ExpertActivation act;
   const float* z = nullptr;
   int64_t n = 0;
   int hidden = 0;
@@ -22,7 +22,7 @@ struct RvqExpertBatch::Impl {
 };
 
 RvqExpertBatch::RvqExpertBatch(bool situ, float beta, float beta_linear) : impl_(std::make_unique<Impl>()) {
-  impl_->act.kind = situ ? Activation::Kind::SiTU : Activation::Kind::SiLU;
+  impl_->act.kind = situ ? ExpertActivation::Kind::SiTU : ExpertActivation::Kind::SiLU;
   impl_->act.beta = beta;
   impl_->act.beta_linear = beta_linear;
 }

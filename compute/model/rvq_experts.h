@@ -1,7 +1,5 @@
-// Routed experts stored as VQ3R, through shared/rvq's fused expert apply. This bridge has its
-// own translation unit because shared/rvq/kernels.h (struct Activation) and
-// shared/model/config.h (enum class Activation) both declare waste::Activation, so no file
-// may include both; this header includes neither.
+// Routed experts stored as VQ3R, through shared/rvq's fused expert apply, behind a small
+// interface so the model code does not depend on the kernel headers.
 #pragma once
 #include <cstdint>
 #include <memory>

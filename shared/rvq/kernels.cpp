@@ -111,9 +111,9 @@ void rvq_matvec(const uint8_t* codes, const uint16_t* scales, int rows, int cols
   rvq_matmul(codes, scales, rows, cols, &p, 1, y, size_t(rows), pool);
 }
 
-float activate(const Activation& act, float g, float u) {
+float activate(const ExpertActivation& act, float g, float u) {
   const float sig = 1.0f / (1.0f + std::exp(-g));
-  if (act.kind == Activation::Kind::SiLU) return g * sig * u;
+  if (act.kind == ExpertActivation::Kind::SiLU) return g * sig * u;
   return (act.beta * std::tanh(g / act.beta) * sig) * (act.beta_linear * std::tanh(u / act.beta_linear));
 }
 
@@ -156,7 +156,7 @@ MatrixView lossless(const ExpertView& v, const uint8_t* data, int rows, int cols
 }  // namespace
 
 void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const float* weights, int n,
-                        const Activation& act, ExpertScratch& s, float* y, ThreadPool* pool) {
+                        const ExpertActivation& act, ExpertScratch& s, float* y, ThreadPool* pool) {
   if (n <= 0) return;
   for (int i = 0; i < n; ++i) check_view(v, *t[i]);
   const int H = v.hidden, I = v.intermediate;
@@ -190,7 +190,7 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
     for (int r = 0; r < H; ++r) y[size_t(i) * H + r] += weights[i] * s.out[size_t(i) * H + r];
 }
 
-void apply_expert(const ExpertView& v, const ExpertTables& t, float weight, const Activation& act,
+void apply_expert(const ExpertView& v, const ExpertTables& t, float weight, const ExpertActivation& act,
                   ExpertScratch& scratch, float* y, ThreadPool* pool) {
   const ExpertTables* p = &t;
   apply_expert_batch(v, &p, &weight, 1, act, scratch, y, pool);

@@ -59,13 +59,13 @@ void rvq_matmul_at(SimdLevel level, const uint8_t* codes, const uint16_t* scales
                    const RvqTables* const* t, int n, float* y, size_t y_stride, int tile_begin, int tile_end);
 
 // Expert activation h = act(gate, up).
-struct Activation {
+struct ExpertActivation {
   enum class Kind { SiLU, SiTU } kind = Kind::SiLU;
   float beta = 4.0f;          // SiTU: b in b*tanh(g/b)*sigmoid(g)
   float beta_linear = 25.0f;  // SiTU: bl in bl*tanh(u/bl)
 };
 // SiLU: silu(g) * u.  SiTU: [b*tanh(g/b)*sigmoid(g)] * [bl*tanh(u/bl)].
-float activate(const Activation& act, float gate, float up);
+float activate(const ExpertActivation& act, float gate, float up);
 
 // Per token and layer: the input and the gate/up tables every expert of the layer shares.
 struct ExpertTables {
@@ -86,11 +86,11 @@ struct ExpertScratch {
 
 // y[hidden] += weight * down(act(gate x, up x)) for one expert in any format. For VQ3R the
 // view's codebooks must be those `t` was built with (else waste::Error).
-void apply_expert(const ExpertView& v, const ExpertTables& t, float weight, const Activation& act,
+void apply_expert(const ExpertView& v, const ExpertTables& t, float weight, const ExpertActivation& act,
                   ExpertScratch& scratch, float* y, ThreadPool* pool = nullptr);
 // n tokens through one expert: y[i*hidden ...] += weights[i] * expert(x_i). Codes are read once
 // for all n; bit-identical to n calls of apply_expert.
 void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const float* weights, int n,
-                        const Activation& act, ExpertScratch& scratch, float* y, ThreadPool* pool = nullptr);
+                        const ExpertActivation& act, ExpertScratch& scratch, float* y, ThreadPool* pool = nullptr);
 
 }  // namespace waste

@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   std::printf("# waste-bench-kernels: %s, %u threads, %zu MB of experts per shape\n", cpu_summary().c_str(), pool.size(), mb);
   struct Shape { const char* name; int H, I; };
   const Shape shapes[] = {{"kimi-linear", 2304, 1024}, {"k3", 3584, 3072}};
-  const Activation act;  // SiLU; SiTU costs the same per element and is O(I) anyway
+  const ExpertActivation act;  // SiLU; SiTU costs the same per element and is O(I) anyway
   for (const Shape& sh : shapes) {
     ExpertBank bank = make_bank(sh.H, sh.I, mb);
     std::printf("\n## %s: hidden %d -> inter %d, %d distinct experts (%.0f MB of codes)\n", sh.name, sh.H, sh.I,

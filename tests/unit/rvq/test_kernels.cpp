@@ -154,11 +154,11 @@ TEST_CASE("rvq_matvec: thread count and batching do not change a bit") {
 }
 
 TEST_CASE("activations") {
-  Activation silu;
+  ExpertActivation silu;
   CHECK(activate(silu, 1.0f, 2.0f) == doctest::Approx(2.0 * 1.0 / (1.0 + std::exp(-1.0))).epsilon(1e-6));
   CHECK(activate(silu, -3.0f, 0.5f) == doctest::Approx(0.5 * -3.0 / (1.0 + std::exp(3.0))).epsilon(1e-6));
-  Activation situ;
-  situ.kind = Activation::Kind::SiTU;
+  ExpertActivation situ;
+  situ.kind = ExpertActivation::Kind::SiTU;
   auto ref = [](double g, double u) {
     return (4.0 * std::tanh(g / 4.0) / (1.0 + std::exp(-g))) * (25.0 * std::tanh(u / 25.0));
   };
@@ -188,8 +188,8 @@ TEST_CASE("apply_expert: VQ3R and F32/BF16 experts against a float reference; ba
   v.up_scales = u.scales.data();
   v.down_scales = d.scales.data();
   v.codebooks = layer.data();
-  Activation act;
-  act.kind = Activation::Kind::SiTU;
+  ExpertActivation act;
+  act.kind = ExpertActivation::Kind::SiTU;
   const int n = 3;
   std::vector<float> xs = gaussian(size_t(n) * H, 40, 3.0f);
   const float weights[n] = {0.5f, 1.25f, -0.75f};
