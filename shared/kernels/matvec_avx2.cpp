@@ -39,10 +39,12 @@ __m128i load_u16_tail(const uint16_t* p, int n) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(buf));
 }
 
-// Float formats: one chunk of 8 columns is one "group"; cols % 8 columns are the tail.
+// Float formats: blocks of kColumnBlock columns play the part of groups; the columns after
+// the last whole block are the tail.
 struct FloatShape {
-  int64_t groups, group_cols = 8, tail;
-  explicit FloatShape(int64_t cols) : groups(cols / 8), tail(cols % 8) {}
+  int64_t groups, group_cols = kernel_detail::kColumnBlock, tail;
+  explicit FloatShape(int64_t cols)
+      : groups(cols / kernel_detail::kColumnBlock), tail(cols % kernel_detail::kColumnBlock) {}
 };
 
 struct F32Rows : FloatShape {

@@ -29,10 +29,12 @@ struct Avx512 {
 
 __mmask16 tail_mask(int n) { return __mmask16((1u << n) - 1); }
 
-// Float formats: one chunk of 16 columns is one "group"; cols % 16 columns are the tail.
+// Float formats: blocks of kColumnBlock columns play the part of groups; the columns after
+// the last whole block are the tail.
 struct FloatShape {
-  int64_t groups, group_cols = 16, tail;
-  explicit FloatShape(int64_t cols) : groups(cols / 16), tail(cols % 16) {}
+  int64_t groups, group_cols = kernel_detail::kColumnBlock, tail;
+  explicit FloatShape(int64_t cols)
+      : groups(cols / kernel_detail::kColumnBlock), tail(cols % kernel_detail::kColumnBlock) {}
 };
 
 struct F32Rows : FloatShape {

@@ -6,8 +6,8 @@
 // Isa provides: V (vector of kLanes floats), zero(), load(p), load_tail(p, n) (first n
 // lanes, rest zero), fma(a, b, c) = a*b + c, sum(v) (fixed-order horizontal add).
 // D provides: kCols (columns per chunk = kVecs * kLanes), kVecs, groups (chunks are
-// grouped; quantized formats: one scale group, else one chunk), group_cols, tail (columns
-// after the last full group, float formats only), Row (per-row cursor), row(r),
+// grouped; quantized formats: one scale group, else kColumnBlock columns), group_cols, tail
+// (columns after the last full group, float formats only), Row (per-row cursor), row(r),
 // start_group(Row&, g), load(Row, c, V* w) (chunk at column c, kVecs vectors in the lane
 // order of the activation layout), load_tail(Row, c, n, V* w).
 //
@@ -28,38 +28,57 @@ constexpr int64_t kTokenBlock = 64;
 constexpr int64_t kColumnBlock = 512;
 
 // Accumulates rows [r0, r0+R) x tokens [0, T) over groups [g_begin, g_end) (+ the tail if
-// with_tail) into acc[r*T + t].
+// with_tail) into acc[r*T + t]. The small loops over rows, tokens and vectors are unrolled
+// so the accumulators live in registers.
 template <class Isa, class D, int R, int T>
 inline void tile(const D& d, int64_t r0, int64_t g_begin, int64_t g_end, bool with_tail, const float* x,
                  int64_t x_stride, typename Isa::V* acc_mem) {
   using V = typename Isa::V;
   V acc[R][T];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = acc_mem[r * T + t];
   typename D::Row rows[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) rows[r] = d.row(r0 + r);
+  auto chunk = [&](int64_t c) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      V w[D::kVecs];
+      d.load(rows[r], c, w);
+#pragma GCC unroll 16
+      for (int v = 0; v < D::kVecs; ++v)
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t)
+          acc[r][t] = Isa::fma(w[v], Isa::load(x + t * x_stride + c + v * Isa::kLanes), acc[r][t]);
+    }
+  };
   for (int64_t g = g_begin; g < g_end; ++g) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) d.start_group(rows[r], g);
     const int64_t c_end = (g + 1) * d.group_cols;
-    for (int64_t c = g * d.group_cols; c < c_end; c += D::kCols) {
+    for (int64_t c = g * d.group_cols; c < c_end; c += D::kCols) chunk(c);
+  }
+  // The tail (float formats only): whole chunks, then one zero-padded partial chunk.
+  if (with_tail && d.tail > 0) {
+    const int64_t tail_begin = d.groups * d.group_cols;
+    int64_t c = tail_begin;
+    for (; c + D::kCols <= tail_begin + d.tail; c += D::kCols) chunk(c);
+    const int left = int(tail_begin + d.tail - c);
+    if (left > 0) {
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        V w[D::kVecs];
-        d.load(rows[r], c, w);
-        for (int v = 0; v < D::kVecs; ++v)
-          for (int t = 0; t < T; ++t)
-            acc[r][t] = Isa::fma(w[v], Isa::load(x + t * x_stride + c + v * Isa::kLanes), acc[r][t]);
+        V w[1];
+        d.load_tail(rows[r], c, left, w);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) acc[r][t] = Isa::fma(w[0], Isa::load_tail(x + t * x_stride + c, left), acc[r][t]);
       }
     }
   }
-  if (with_tail && d.tail > 0) {
-    const int64_t c = d.groups * d.group_cols;
-    for (int r = 0; r < R; ++r) {
-      V w[1];
-      d.load_tail(rows[r], c, int(d.tail), w);
-      for (int t = 0; t < T; ++t) acc[r][t] = Isa::fma(w[0], Isa::load_tail(x + t * x_stride + c, int(d.tail)), acc[r][t]);
-    }
-  }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc_mem[r * T + t] = acc[r][t];
 }
 
