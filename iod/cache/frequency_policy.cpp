@@ -60,8 +60,17 @@ void FrequencyPolicy::count_access(uint32_t k) {
   last_token_[k] = token_;
 }
 
+uint32_t FrequencyPolicy::age(uint32_t k) const {
+  // Decode steps are counted per layer: a key's layer that has not come round yet in this token
+  // has had one opportunity fewer than a layer already visited. Counting ages from the token
+  // clock alone would make every key of a later layer look a token staler than it is.
+  uint32_t pos = k / geometry_.experts_per_layer();
+  uint32_t visits = (pos <= position_ || token_ == 0) ? token_ : token_ - 1;
+  return visits >= last_token_[k] ? visits - last_token_[k] : 0;
+}
+
 double FrequencyPolicy::probability(uint32_t k) const {
-  uint32_t age = token_ - last_token_[k];
+  uint32_t age = this->age(k);
   double p = count_[k] * decay_pow_[std::min<size_t>(age, decay_pow_.size() - 1)] * (1 - params_.gamma);
   if (!prior_.empty()) p += params_.prior_weight * prior_[k];
   return std::clamp(p, params_.floor_p, 1.0);

@@ -45,6 +45,7 @@ class FrequencyPolicy final : public CachePolicy {
  private:
   void advance_to(uint32_t position);
   void count_access(uint32_t key_index);
+  uint32_t age(uint32_t key_index) const;  // layer visits since the key's last access
   double probability(uint32_t key_index) const;
   double eviction_score(uint32_t slot) const;  // larger = evict first
 

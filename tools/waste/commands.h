@@ -9,6 +9,7 @@ void register_container_commands(CLI::App& app);  // info, verify   (tools/waste
 void register_synth_command(CLI::App& app);       // synth          (tools/synth/)
 void register_convert_command(CLI::App& app);     // convert        (tools/convert/)
 void register_iobench_command(CLI::App& app);     // iobench        (tools/waste/cmd_iobench_sim.cpp)
+void register_plan_command(CLI::App& app);        // plan           (tools/waste/cmd_plan.cpp)
 void register_tokenize_command(CLI::App& app);    // tokenize       (tools/waste/cmd_tokenize.cpp)
 
 }  // namespace waste::cli

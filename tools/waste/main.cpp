@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   waste::cli::register_synth_command(app);
   waste::cli::register_convert_command(app);
   waste::cli::register_iobench_command(app);
+  waste::cli::register_plan_command(app);
   waste::cli::register_tokenize_command(app);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,128 @@
+#include "shared/plan/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "shared/util/error.h"
+
+namespace waste::plan {
+
+SessionState session_state(const ModelConfig& c) {
+  SessionState s;
+  for (int l = 0; l < c.n_layers; ++l) {
+    bool kda = l < int(c.is_kda.size()) && c.is_kda[size_t(l)];
+    if (kda) {
+      uint64_t p = uint64_t(c.kda_heads) * uint64_t(c.kda_head_dim);
+      s.kda_state_bytes += p * uint64_t(c.kda_head_dim) * 4;  // heads x K x V, K == V
+      s.kda_conv_bytes += 3 * p * uint64_t(std::max(c.conv_kernel - 1, 0)) * 4;
+    } else {
+      s.mla_bytes_per_token += uint64_t(c.kv_lora_rank + c.qk_rope) * 4;
+    }
+  }
+  return s;
+}
+
+uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions) {
+  uint64_t widest = std::max<uint64_t>({uint64_t(c.hidden), uint64_t(c.kda_heads) * uint64_t(c.kda_head_dim),
+                                        uint64_t(c.n_heads) * uint64_t(c.kv_lora_rank + c.qk_rope),
+                                        uint64_t(c.dense_intermediate), uint64_t(c.top_k) * uint64_t(c.moe_intermediate)});
+  uint64_t per_session = uint64_t(c.vocab) * 4 + uint64_t(c.n_heads) * context * 4 + 16 * widest * 4;
+  if (c.attn_res_block > 0) per_session += uint64_t(c.n_layers / c.attn_res_block + 2) * uint64_t(c.hidden) * 4;
+  return kFixedScratchBytes + per_session * sessions;
+}
+
+namespace {
+
+std::string breakdown(const MemoryPlan& p) {
+  return "trunk " + format_bytes(p.trunk) + " + session state " + format_bytes(p.session_state) + " + scratch " +
+         format_bytes(p.scratch) + " + experts in flight " + format_bytes(p.experts_in_flight) + " = floor " +
+         format_bytes(p.floor);
+}
+
+}  // namespace
+
+MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
+  const ModelConfig& c = r.config;
+  require(r.record_stride > 0, "plan: record stride is 0");
+  require(c.top_k > 0 && c.n_moe_layers() > 0, "plan: the model has no routed experts");
+  require(r.sessions >= 1 && r.sessions <= 4096, "plan: sessions must be 1..4096");
+  require(r.context >= 1 && r.context <= (1ull << 26), "plan: context must be 1..67108864 tokens");
+  MemoryPlan p;
+  p.memory = memory;
+  p.context = r.context;
+  p.sessions = r.sessions;
+  p.trunk_source = r.trunk_source;
+  p.state_per_session = session_state(c);
+  p.trunk = r.trunk_bytes;
+  p.session_state = p.state_per_session.bytes(r.context) * r.sessions;
+  p.scratch = scratch_bytes(c, r.context, r.sessions);
+  p.record_stride = r.record_stride;
+  p.experts_in_flight = uint64_t(c.top_k) * r.record_stride;
+  p.floor = p.trunk + p.session_state + p.scratch + p.experts_in_flight;
+  p.working_set_records = uint64_t(c.n_moe_layers()) * uint64_t(c.top_k);
+  p.working_set_bytes = p.working_set_records * r.record_stride;
+
+  if (r.budget) {
+    p.auto_budget = false;
+    p.budget_limit = *r.budget;
+    if (*r.budget < p.floor)
+      throw Error("plan: budget " + format_bytes(*r.budget) + " is under the floor: " + breakdown(p) +
+                  " (context " + std::to_string(r.context) + ", sessions " + std::to_string(r.sessions) + ")");
+    // Whole slots only.
+    p.cache = (*r.budget - p.floor) / r.record_stride * r.record_stride;
+  } else {
+    p.budget_limit = memory.usable / 8 * 7;
+    for (int n = kMaxDefaultWorkingSets; n >= 1; --n) {
+      uint64_t cache = uint64_t(n) * p.working_set_bytes;
+      if (p.floor + cache <= p.budget_limit) {
+        p.cache = cache;
+        break;
+      }
+    }
+  }
+  p.total = p.floor + p.cache;
+  p.slots = uint64_t(c.top_k) + p.cache / r.record_stride;
+  p.cache_working_sets = double(p.cache) / double(p.working_set_bytes);
+  p.fits = p.total <= memory.usable;
+  return p;
+}
+
+uint64_t parse_size(const std::string& text) {
+  std::string s = text;
+  while (!s.empty() && (s.back() == ' ')) s.pop_back();
+  require(!s.empty(), "size: empty");
+  size_t i = 0;
+  while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+  require(i > 0, "size '" + text + "': expected a number with an optional K, M, G or T suffix");
+  double v = 0;
+  try {
+    v = std::stod(s.substr(0, i));
+  } catch (...) {
+    throw Error("size '" + text + "': not a number");
+  }
+  std::string unit = s.substr(i);
+  for (char& ch : unit) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();   // "GB", "GiB" -> "G", "Gi"
+  if (unit.size() == 2 && unit[1] == 'I') unit.pop_back();      // "Gi" -> "G"
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "K") mult = 1024.0;
+  else if (unit == "M") mult = 1024.0 * 1024;
+  else if (unit == "G") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+  else throw Error("size '" + text + "': unknown unit '" + s.substr(i) + "' (use K, M, G or T)");
+  double bytes = v * mult;
+  require(std::isfinite(bytes) && bytes >= 0 && bytes < 9.2e18, "size '" + text + "': out of range");
+  return uint64_t(std::llround(bytes));
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char buf[64];
+  double gib = double(bytes) / double(1ull << 30);
+  if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", gib);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1ull << 20));
+  return buf;
+}
+
+}  // namespace waste::plan

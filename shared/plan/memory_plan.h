@@ -1,0 +1,76 @@
+// The memory planner shared by iod (how many cache slots), compute (how many sessions and how
+// much context) and `waste plan`. Everything is in bytes.
+//
+//   floor  = trunk resident bytes
+//          + session state   sessions x per-session state at the configured context:
+//                            MLA latent cache, f32 (the engine keeps it in f32): (kv_lora_rank
+//                            + qk_rope) x 4 B per token per MLA layer; KDA recurrent state
+//                            heads x K x V x 4 B per KDA layer plus the conv windows, 3 (q, k, v)
+//                            x heads x K x (conv_kernel - 1) x 4 B per KDA layer. The K3 AttnRes
+//                            block history lives for one step only and is counted in scratch.
+//          + scratch         per session: logits (vocab x 4), one MLA layer's attention scores
+//                            (heads x context x 4), 16 activation vectors of the widest
+//                            projection x 4, the AttnRes history (layers/block + 2 vectors of
+//                            hidden x 4); plus kFixedScratchBytes for the process itself
+//                            (tokenizer, thread stacks, allocator slack).
+//          + experts in flight: one layer's top_k records (top_k x record stride).
+//   working set (per token) = MoE layers x top_k x record stride.
+//   default cache = the largest whole number of working sets, 3, 2 or 1, such that floor + cache
+//          stays under 7/8 of usable RAM (the rest is for the OS page cache: an expert cache the
+//          OS pages out is 8x slower than one that fits); else no cache beyond the floor.
+// An explicit budget under the floor is refused with the breakdown (waste::Error).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "shared/model/config.h"
+#include "shared/plan/usable_memory.h"
+
+namespace waste::plan {
+
+constexpr uint64_t kFixedScratchBytes = 256ull << 20;
+constexpr int kMaxDefaultWorkingSets = 3;
+
+struct SessionState {
+  uint64_t mla_bytes_per_token = 0;  // all MLA layers
+  uint64_t kda_state_bytes = 0;      // all KDA layers: recurrent state
+  uint64_t kda_conv_bytes = 0;       // all KDA layers: conv windows
+  uint64_t bytes(uint64_t context) const { return mla_bytes_per_token * context + kda_state_bytes + kda_conv_bytes; }
+};
+SessionState session_state(const ModelConfig& c);
+uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions);
+
+struct PlanRequest {
+  ModelConfig config;
+  uint64_t trunk_bytes = 0;     // resident trunk (embedding excluded)
+  std::string trunk_source;     // "manifest" or "estimate (4.0-bit matrices, 8-bit head)"
+  uint64_t record_stride = 0;   // bytes of one expert record (slot size)
+  uint64_t context = 8192;
+  uint32_t sessions = 1;
+  std::optional<uint64_t> budget;  // total bytes; nullopt = auto
+};
+
+struct MemoryPlan {
+  uint64_t trunk = 0, session_state = 0, scratch = 0, experts_in_flight = 0, floor = 0;
+  uint64_t record_stride = 0, working_set_records = 0, working_set_bytes = 0;
+  uint64_t cache = 0, total = 0;
+  uint64_t slots = 0;                 // expert slots in iod's segment (in flight + cache)
+  double cache_working_sets = 0;      // cache / working set
+  uint64_t budget_limit = 0;          // 7/8 of usable (auto) or the explicit budget
+  bool auto_budget = true;
+  bool fits = true;                   // total <= usable RAM
+  UsableMemory memory;
+  SessionState state_per_session;
+  uint64_t context = 0;
+  uint32_t sessions = 0;
+  std::string trunk_source;
+};
+
+MemoryPlan make_plan(const PlanRequest& request, const UsableMemory& memory);
+
+// "12G", "900M", "1.5GiB", "4096", "auto" is handled by the caller. K/M/G/T are binary (1024).
+uint64_t parse_size(const std::string& text);
+std::string format_bytes(uint64_t bytes);  // "2.53 GiB", "900.0 MiB" (JSON output carries exact bytes)
+
+}  // namespace waste::plan

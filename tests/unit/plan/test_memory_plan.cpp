@@ -1,0 +1,150 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "shared/container/format.h"
+#include "shared/model/presets.h"
+#include "shared/model/tensors.h"
+#include "shared/plan/memory_plan.h"
+#include "shared/util/error.h"
+
+using namespace waste;
+using namespace waste::plan;
+
+namespace {
+
+constexpr uint64_t GiB = 1ull << 30, MiB = 1ull << 20;
+
+PlanRequest preset_request(const std::string& name) {
+  PlanRequest r;
+  r.config = ModelConfig::from_json(preset_config_json(name), name);
+  r.trunk_bytes = estimate_trunk_resident_bytes(r.config, 4.0, 8.0);
+  r.record_stride =
+      record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
+  return r;
+}
+
+UsableMemory ram(uint64_t bytes) {
+  UsableMemory u;
+  u.physical = u.usable = bytes;
+  u.source = "test";
+  return u;
+}
+
+}  // namespace
+
+TEST_CASE("Kimi-Linear-48B: records, working set and session state match MODELS.md") {
+  PlanRequest r = preset_request("kimi-linear-48b");
+  // 3.0 bpw payload of one expert is 2,654,208 B (MODELS.md 7.2); the record adds a header,
+  // f16 row scales and 4 KiB alignment.
+  CHECK_GE(r.record_stride, 2654208);
+  CHECK_LE(r.record_stride, 2654208 + 16384);
+  CHECK_EQ(r.record_stride % 4096, 0);
+  SessionState s = session_state(r.config);
+  CHECK_EQ(s.mla_bytes_per_token, 7 * 576 * 4);       // 7 MLA layers, f32 latent + rope key
+  CHECK_EQ(s.kda_state_bytes, 20ull * 2 * MiB);       // 20 KDA layers x 32x128x128 f32
+  CHECK_EQ(s.kda_conv_bytes, 20ull * 3 * 4096 * 3 * 4);
+  // Trunk at 4.0 bpw is 0.94 GiB of matrices; f32 routers and vectors add a little.
+  CHECK_GT(r.trunk_bytes, uint64_t(0.9 * GiB));
+  CHECK_LT(r.trunk_bytes, uint64_t(1.3 * GiB));
+
+  r.context = 8192;
+  MemoryPlan p = make_plan(r, ram(24 * GiB));
+  CHECK_EQ(p.working_set_records, 208);
+  CHECK_EQ(p.working_set_bytes, 208 * r.record_stride);
+  CHECK_EQ(p.experts_in_flight, 8 * r.record_stride);
+  CHECK_EQ(p.floor, p.trunk + p.session_state + p.scratch + p.experts_in_flight);
+  CHECK_EQ(p.session_state, s.bytes(8192));
+  // 24 GiB: 3 working sets (~1.6 GiB) fit easily under 21 GiB.
+  CHECK_EQ(p.cache, 3 * p.working_set_bytes);
+  CHECK_EQ(p.slots, 8 + 3 * 208);
+  CHECK_EQ(p.total, p.floor + p.cache);
+  CHECK(p.fits);
+}
+
+TEST_CASE("Kimi K3: per-token routed read is 16.98 GiB (MODELS.md 7.3)") {
+  PlanRequest r = preset_request("kimi-k3");
+  MemoryPlan p = make_plan(r, ram(1024 * GiB));
+  CHECK_EQ(p.working_set_records, 16 * 92);
+  // 1472 x 12,386,304 B of 3.0 bpw payload = 16.98 GiB; records carry a little overhead.
+  double payload = 1472.0 * 12386304.0;
+  CHECK(payload / GiB == doctest::Approx(16.98).epsilon(0.001));
+  CHECK_GE(double(p.working_set_bytes), payload);
+  CHECK_LE(double(p.working_set_bytes), payload * 1.005);
+  SessionState s = session_state(r.config);
+  CHECK_EQ(s.kda_state_bytes, 69ull * 6 * MiB);       // 414 MiB
+  CHECK_EQ(s.mla_bytes_per_token, 24 * 576 * 4);      // NoPE MLA still caches the 64-dim key part
+  // Trunk: a uniform 4.0 bpw trunk is 26.42 GiB (MODELS.md 7.3). This estimate leaves the
+  // embedding on disk (-0.55 GiB), keeps lm_head at 8 bits (+0.55 GiB) and the 92 routers in f32
+  // (0.59 G params x 3.5 B more = +1.93 GiB): 28.4 GiB.
+  CHECK(double(p.trunk) / GiB == doctest::Approx(26.42 + 1.93).epsilon(0.01));
+  CHECK_EQ(p.cache, 3 * p.working_set_bytes);
+}
+
+TEST_CASE("Kimi K2: MLA latent cache in f32 is 140,544 B per token") {
+  PlanRequest r = preset_request("kimi-k2");
+  CHECK_EQ(session_state(r.config).mla_bytes_per_token, 61 * 2304);
+  CHECK_EQ(session_state(r.config).kda_state_bytes, 0);
+  MemoryPlan p = make_plan(r, ram(512 * GiB));
+  CHECK_EQ(p.working_set_records, 8 * 60);
+}
+
+TEST_CASE("the auto budget steps down by whole working sets, then stops at the floor") {
+  PlanRequest r = preset_request("kimi-linear-48b");
+  MemoryPlan big = make_plan(r, ram(64 * GiB));
+  uint64_t floor = big.floor, ws = big.working_set_bytes;
+  auto usable_for = [](uint64_t total) { return total / 7 * 8 + 8; };  // 7/8 of it is >= total
+  CHECK_EQ(make_plan(r, ram(usable_for(floor + 3 * ws))).cache, 3 * ws);
+  CHECK_EQ(make_plan(r, ram(usable_for(floor + 3 * ws) - 64)).cache, 2 * ws);
+  CHECK_EQ(make_plan(r, ram(usable_for(floor + 2 * ws) - 64)).cache, 1 * ws);
+  MemoryPlan none = make_plan(r, ram(usable_for(floor + ws) - 64));
+  CHECK_EQ(none.cache, 0);
+  CHECK_EQ(none.total, floor);
+  CHECK_EQ(none.slots, 8);
+}
+
+TEST_CASE("an explicit budget under the floor is refused with the breakdown") {
+  PlanRequest r = preset_request("kimi-linear-48b");
+  MemoryPlan p = make_plan(r, ram(64 * GiB));
+  r.budget = p.floor - 1;
+  try {
+    make_plan(r, ram(64 * GiB));
+    FAIL("no error");
+  } catch (const Error& e) {
+    std::string m = e.what();
+    CHECK(m.find("under the floor") != std::string::npos);
+    CHECK(m.find("trunk") != std::string::npos);
+    CHECK(m.find("session state") != std::string::npos);
+    CHECK(m.find("experts in flight") != std::string::npos);
+  }
+  // A budget over the floor gives whole slots.
+  r.budget = p.floor + 10 * r.record_stride + 123;
+  MemoryPlan q = make_plan(r, ram(64 * GiB));
+  CHECK_EQ(q.cache, 10 * r.record_stride);
+  CHECK_EQ(q.slots, 18);
+  CHECK_FALSE(q.auto_budget);
+}
+
+TEST_CASE("more context and sessions raise the floor by the per-token state") {
+  PlanRequest r = preset_request("kimi-linear-48b");
+  r.context = 1000;
+  MemoryPlan a = make_plan(r, ram(64 * GiB));
+  r.context = 2000;
+  r.sessions = 2;
+  MemoryPlan b = make_plan(r, ram(64 * GiB));
+  SessionState s = session_state(r.config);
+  CHECK_EQ(b.session_state, 2 * s.bytes(2000));
+  CHECK_GT(b.scratch, a.scratch);
+}
+
+TEST_CASE("sizes") {
+  CHECK_EQ(parse_size("12G"), 12 * GiB);
+  CHECK_EQ(parse_size("900M"), 900 * MiB);
+  CHECK_EQ(parse_size("1.5GiB"), 3 * GiB / 2);
+  CHECK_EQ(parse_size("4096"), 4096);
+  CHECK_EQ(parse_size("2t"), 2048 * GiB);
+  CHECK_THROWS_AS(parse_size("12X"), Error);
+  CHECK_THROWS_AS(parse_size("G"), Error);
+  CHECK_THROWS_AS(parse_size(""), Error);
+  CHECK_THROWS_AS(parse_size("1e30"), Error);
+}

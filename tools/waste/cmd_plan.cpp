@@ -1,0 +1,140 @@
+// `waste plan MODEL_DIR | --preset NAME`: the memory plan (trunk, session state, scratch,
+// experts in flight, floor, working set, cache, total) against the usable RAM of this machine.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "shared/container/format.h"
+#include "shared/container/reader.h"
+#include "shared/model/presets.h"
+#include "shared/model/tensors.h"
+#include "shared/plan/memory_plan.h"
+#include "shared/util/error.h"
+#include "tools/waste/commands.h"
+
+namespace waste::cli {
+
+namespace {
+
+struct PlanOptions {
+  std::string model_dir, preset, budget = "auto";
+  uint64_t context = 8192;
+  uint32_t sessions = 1;
+  bool json = false;
+};
+
+// Without a container the trunk is estimated with the default formats: 4.0-bit matrices,
+// 8-bit head, f32 routers and vectors; experts are VQ3R records.
+constexpr double kPresetMatrixBits = 4.0, kPresetHeadBits = 8.0;
+
+plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
+  plan::PlanRequest r;
+  require(o.model_dir.empty() != o.preset.empty(), "plan: give either MODEL_DIR or --preset NAME");
+  if (!o.preset.empty()) {
+    model_name = o.preset + " (preset)";
+    r.config = ModelConfig::from_json(preset_config_json(o.preset), "preset " + o.preset);
+    r.trunk_bytes = estimate_trunk_resident_bytes(r.config, kPresetMatrixBits, kPresetHeadBits);
+    r.trunk_source = "estimate: 4.0-bit matrices, 8-bit head, f32 routers and vectors";
+    r.record_stride =
+        record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
+  } else {
+    model_name = o.model_dir;
+    Container c = Container::open(o.model_dir);
+    r.config = c.config();
+    // Resident = every trunk tensor but the embedding table, which stays on disk.
+    std::vector<std::string> embedding;
+    for (const TensorSpec& s : trunk_tensor_specs(r.config))
+      if (s.role == TensorRole::Embedding) embedding.push_back(s.name);
+    for (const TensorInfo& t : c.tensors()) {
+      bool skip = false;
+      for (const std::string& e : embedding) skip |= t.name == e || t.name == r.config.tensor_prefix + e;
+      if (!skip) r.trunk_bytes += t.bytes;
+    }
+    r.trunk_source = "manifest";
+    for (const ExpertLayerInfo& l : c.expert_layers()) r.record_stride = std::max(r.record_stride, l.layout.stride);
+    require(r.record_stride > 0, o.model_dir + ": the container has no expert layers");
+  }
+  r.context = o.context;
+  r.sessions = o.sessions;
+  if (o.budget != "auto") r.budget = plan::parse_size(o.budget);
+  return r;
+}
+
+void run_plan(const PlanOptions& o) {
+  std::string model;
+  plan::PlanRequest req = request_for(o, model);
+  plan::MemoryPlan p = plan::make_plan(req, plan::usable_memory());
+  const ModelConfig& c = req.config;
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = model;
+    j["context"] = p.context;
+    j["sessions"] = p.sessions;
+    j["trunk_bytes"] = p.trunk;
+    j["trunk_source"] = p.trunk_source;
+    j["session_state_bytes"] = p.session_state;
+    j["session_state"] = {{"mla_bytes_per_token", p.state_per_session.mla_bytes_per_token},
+                          {"kda_state_bytes", p.state_per_session.kda_state_bytes},
+                          {"kda_conv_bytes", p.state_per_session.kda_conv_bytes}};
+    j["scratch_bytes"] = p.scratch;
+    j["experts_in_flight_bytes"] = p.experts_in_flight;
+    j["record_stride"] = p.record_stride;
+    j["floor_bytes"] = p.floor;
+    j["working_set_records"] = p.working_set_records;
+    j["working_set_bytes"] = p.working_set_bytes;
+    j["cache_bytes"] = p.cache;
+    j["cache_working_sets"] = p.cache_working_sets;
+    j["slots"] = p.slots;
+    j["total_bytes"] = p.total;
+    j["budget"] = p.auto_budget ? "auto" : std::to_string(p.budget_limit);
+    j["budget_limit_bytes"] = p.budget_limit;
+    j["usable_bytes"] = p.memory.usable;
+    j["physical_bytes"] = p.memory.physical;
+    j["usable_source"] = p.memory.source;
+    j["fits"] = p.fits;
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  auto line = [](const char* what, uint64_t bytes, const std::string& note) {
+    std::printf("  %-22s %12s  %s\n", what, plan::format_bytes(bytes).c_str(), note.c_str());
+  };
+  std::printf("model %s: %s, %d layers (%d MoE x top-%d of %d experts)\n", model.c_str(), arch_name(c.arch),
+              c.n_layers, c.n_moe_layers(), c.top_k, c.n_experts);
+  std::printf("context %llu tokens x %u session(s)\n", (unsigned long long)p.context, p.sessions);
+  line("trunk", p.trunk, p.trunk_source);
+  line("session state", p.session_state,
+       "MLA f32 " + std::to_string(p.state_per_session.mla_bytes_per_token) + " B/token, KDA state " +
+           plan::format_bytes(p.state_per_session.kda_state_bytes) + " + conv " +
+           plan::format_bytes(p.state_per_session.kda_conv_bytes) + " per session");
+  line("scratch", p.scratch, "activations, logits, attention scores + fixed process overhead");
+  line("experts in flight", p.experts_in_flight,
+       std::to_string(c.top_k) + " x " + std::to_string(p.record_stride) + " B record");
+  line("floor", p.floor, "");
+  line("working set / token", p.working_set_bytes, std::to_string(p.working_set_records) + " records");
+  char ws[64];
+  std::snprintf(ws, sizeof ws, "%.2f working sets", p.cache_working_sets);
+  line("cache", p.cache, std::string(ws) + ", " + std::to_string(p.slots) + " slots incl. in flight");
+  line("total", p.total, p.auto_budget ? "budget auto: <= 7/8 of usable RAM" : "budget " + o.budget);
+  line("usable RAM", p.memory.usable, "limit from " + p.memory.source);
+  if (!p.fits)
+    std::printf("warning: the plan needs %s but only %s is usable; it does not fit this machine\n",
+                plan::format_bytes(p.total).c_str(), plan::format_bytes(p.memory.usable).c_str());
+  else if (p.auto_budget && p.cache == 0)
+    std::printf("note: not even one working set fits under 7/8 of usable RAM; experts stream with no cache\n");
+}
+
+}  // namespace
+
+void register_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand("plan", "Print the memory plan for a model on this machine");
+  cmd->add_option("model_dir", o->model_dir, "a .waste container directory");
+  cmd->add_option("--preset", o->preset, "a model preset instead of a container (kimi-linear-48b, kimi-k3, kimi-k2, ...)");
+  cmd->add_option("--budget", o->budget, "total memory budget (e.g. 12G, 900M) or auto");
+  cmd->add_option("--ctx", o->context, "context length per session (tokens)");
+  cmd->add_option("--sessions", o->sessions, "concurrent sessions");
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->callback([o] { run_plan(*o); });
+}
+
+}  // namespace waste::cli
