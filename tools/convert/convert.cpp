@@ -26,14 +26,30 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // The options that change the bytes written. Progress left by a run with other options (or by
 // another tool) is discarded, since the writer only knows about the config.
-std::string options_fingerprint(const ConvertOptions& o) {
+// Identity of the checkpoint's contents as far as cheaply known (names, dtypes, shapes, shard
+// sizes), so a directory resumed with another checkpoint of the same config starts over.
+uint64_t checkpoint_identity(const Checkpoint& ck) {
+  std::string text = ck.config_json();
+  std::vector<std::string> shards;
+  for (const std::string& n : ck.names()) {
+    text += n + " " + ck.dtype(n);
+    for (uint64_t d : ck.shape(n)) text += " " + std::to_string(d);
+    text += "\n";
+    std::string f = ck.file_of(n);
+    if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+  }
+  for (const std::string& f : shards) text += fs::path(f).filename().string() + " " + std::to_string(fs::file_size(f)) + "\n";
+  return checksum64(text.data(), text.size());
+}
+
+std::string options_fingerprint(const ConvertOptions& o, const Checkpoint& ck) {
   const RvqOptions& r = o.rvq;
   return std::string("waste convert --experts ") + format_name(o.expert_format) + " --trunk " +
          trunk_choice_name(o.trunk) + " rvq effort=" + std::to_string(int(r.effort)) + " beam=" +
          std::to_string(r.beam_width) + " refine=" + std::to_string(r.refine_passes) + " kmeans=" +
          std::to_string(r.kmeans_iters) + " train_refine=" + std::to_string(r.train_refine_passes) + " train_vectors=" +
          std::to_string(r.max_train_vectors) + " seed=" + std::to_string(r.seed) + " scale=" +
-         std::to_string(int(r.optimize_scale)) + " sample_experts=" + std::to_string(o.train_sample_experts);
+         std::to_string(int(r.optimize_scale)) + " sample_experts=" + std::to_string(o.train_sample_experts) + " checkpoint=" + std::to_string(checkpoint_identity(ck));
 }
 
 const char* kOptionsMarker = ".progress/convert-options";
@@ -163,7 +179,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   const std::vector<TrunkItem> plan = plan_trunk(ck, o.trunk);
   check_expert_tensors(ck);
 
-  const std::string fingerprint = options_fingerprint(o);
+  const std::string fingerprint = options_fingerprint(o, ck);
   discard_foreign_progress(o.out, fingerprint);
   WriterOptions wo;
   wo.created_by = fingerprint.substr(0, fingerprint.find(" rvq"));
