@@ -9,6 +9,7 @@
 #include "iod/cache/simulate.h"
 #include "iod/cache/usage_file.h"
 #include "shared/util/error.h"
+#include "tools/iobench/replay.h"
 #include "tools/waste/commands.h"
 
 namespace waste::cli {
@@ -21,12 +22,11 @@ struct IobenchOptions {
   std::vector<double> working_sets = cache::kDefaultWorkingSets;
   uint32_t experts = 0;
   size_t learn_tokens = 0;
+  iobench::ReplayOptions replay;  // without --simulate
 };
 
 void run_iobench(const IobenchOptions& o) {
-  require(o.simulate,
-          "iobench: replaying a trace with real reads needs the iod daemon, which is not built yet; "
-          "use --simulate for the cache-policy simulation");
+  if (!o.simulate) return iobench::run_replay(o.replay, o.trace, o.policy, o.json);  // tools/iobench
   require(!o.trace.empty(), "iobench --simulate: --trace FILE is required");
   cache::RoutingTrace trace = cache::read_routing_trace(o.trace);
   cache::CacheGeometry g = cache::trace_geometry(trace, o.experts);
@@ -99,6 +99,7 @@ void register_iobench_command(CLI::App& app) {
   cmd->add_option("--learn-tokens", o->learn_tokens,
                   "learn usage counts from the first N tokens, replay the rest pre-warmed with them");
   cmd->add_option("--write-usage", o->write_usage, "write the usage counts (learned or of the whole trace) here");
+  iobench::add_replay_options(cmd, o->replay);
   cmd->callback([o] { run_iobench(*o); });
 }
 

@@ -1,0 +1,144 @@
+#include "iod/daemon.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <kj/async-unix.h>
+
+#include "iod/budget.h"
+#include "iod/cache/usage_file.h"
+#include "iod/rpc_server.h"
+#include "iod/store.h"
+#include "shared/container/reader.h"
+#include "shared/ipc/shm_segment.h"
+#include "shared/util/error.h"
+#include "shared/util/file.h"
+
+namespace waste::iod {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Holds the instance lock (flock on <run-dir>/iod.lock, released by the kernel even on kill -9)
+// and removes the socket when destroyed.
+class RunDir {
+ public:
+  explicit RunDir(const std::string& dir) : dir_(dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    require(!ec, "iod: cannot create run directory " + dir + ": " + ec.message());
+    require(::chmod(dir.c_str(), 0700) == 0, "iod: cannot chmod 0700 " + dir + ": " + std::strerror(errno));
+    lock_path_ = dir + "/" + kLockName;
+    lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    require(lock_fd_ >= 0, "iod: cannot open " + lock_path_ + ": " + std::strerror(errno));
+    require(::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0,
+            "iod: another iod is running in " + dir + " (" + lock_path_ + " is locked)");
+    socket_path_ = dir + "/" + kSocketName;
+    if (::unlink(socket_path_.c_str()) == 0) spdlog::info("iod: removed a stale socket {}", socket_path_);
+  }
+  ~RunDir() {
+    ::unlink(socket_path_.c_str());
+    ::unlink(lock_path_.c_str());
+    ::close(lock_fd_);
+  }
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  std::string dir_, lock_path_, socket_path_;
+  int lock_fd_ = -1;
+};
+
+// Segments of this instance left behind by a crash (any container): /dev/shm/waste-iod-<id>-*.
+void remove_stale_segments(uint64_t instance_id) {
+  std::string prefix = ipc::segment_name(instance_id, 0);
+  prefix = prefix.substr(0, prefix.size() - 16);  // "waste-iod-<instance>-"
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && ipc::ShmSegment::remove(name))
+      spdlog::warn("iod: removed stale segment {} (a previous iod of this run directory did not exit cleanly)", name);
+  }
+}
+
+// The usage hotlist: prior for the policy is not wired through make_policy yet; the hottest
+// records are read at start (lowest priority) when the file matches this container.
+std::vector<cache::ExpertKey> hotlist(const Container& c, const cache::CacheGeometry& g) {
+  std::string path = c.dir() + "/" + cache::kUsageFileName;
+  if (!path_exists(path)) return {};
+  try {
+    cache::UsageCounts u = cache::read_usage_file(path);
+    if (!u.matches(g) || (u.container_id != 0 && u.container_id != c.container_id())) {
+      spdlog::warn("iod: {} is for another container or shape; not pre-warming", path);
+      return {};
+    }
+    return u.hottest(g.key_count());
+  } catch (const Error& e) {
+    spdlog::warn("iod: ignoring usage file: {}", e.what());
+    return {};
+  }
+}
+
+}  // namespace
+
+int run_daemon(const DaemonOptions& o) {
+  // Signals first, before any thread exists, so every thread inherits them blocked and the
+  // event loop is the one that sees them.
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  RunDir run(o.run_dir);
+  Container container = Container::open(o.model);
+  uint64_t instance = ipc::instance_id_for(o.run_dir);
+  remove_stale_segments(instance);
+
+  cache::CacheGeometry g = cache::CacheGeometry();
+  uint64_t largest = 0;
+  {
+    std::vector<uint32_t> layers;
+    uint32_t experts = 0;
+    for (const auto& l : container.expert_layers()) {
+      layers.push_back(uint32_t(l.layer));
+      experts = std::max(experts, l.expert_count);
+      largest = std::max(largest, l.layout.stride);
+    }
+    require(!layers.empty(), o.model + ": no MoE layers, nothing for iod to serve");
+    g = cache::CacheGeometry(layers, experts, uint32_t(std::max(1, container.config().top_k)));
+  }
+  CacheBudget budget = plan_cache(o.budget, o.slots, g, ipc::segment_layout(1, largest).slot_bytes);
+  spdlog::info("iod: {} ({} MoE layers x {} experts), cache {}", o.model, g.moe_layer_count(),
+               g.experts_per_layer(), budget.breakdown);
+
+  StoreOptions so;
+  so.slots = budget.slots;
+  so.io = o.io;
+  so.queue_depth = std::max<uint32_t>(1, std::min<uint32_t>(o.queue_depth, 256));
+  so.policy = o.policy.empty() ? cache::kDefaultPolicy : o.policy;
+  Store store(container, ipc::segment_name(instance, container.container_id()), instance, so);
+  if (!o.trace.empty()) store.trace_start(o.trace);
+  if (o.prewarm) {
+    uint32_t n = store.prewarm(hotlist(container, g));
+    if (n) spdlog::info("iod: pre-warming {} records from the usage file", n);
+  }
+
+  auto io = kj::setupAsyncIo();
+  auto serving = serve_expert_store(store, io, run.socket_path());
+  spdlog::info("iod: serving {} on {} (segment {})", o.model, run.socket_path(), store.segment().name());
+  auto stop = io.unixEventPort.onSignal(SIGTERM).exclusiveJoin(io.unixEventPort.onSignal(SIGINT));
+  // A failure of the accept loop ends the daemon as well (then the signal promise is dropped).
+  auto failed = serving.then([]() -> siginfo_t { return {}; });
+  siginfo_t sig = stop.exclusiveJoin(kj::mv(failed)).wait(io.waitScope);
+  spdlog::info("iod: signal {} received, shutting down", sig.si_signo);
+  store.shutdown();
+  if (!o.trace.empty()) store.trace_stop();
+  return 0;
+}
+
+}  // namespace waste::iod

@@ -1,0 +1,26 @@
+// waste-iod: start-up (run directory, instance lock, stale segment/socket clean-up, cache
+// budget), the event loop serving ExpertStore, and orderly shutdown on SIGTERM/SIGINT.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace waste::iod {
+
+struct DaemonOptions {
+  std::string model, run_dir;
+  std::string budget = "auto";  // cache bytes ("4G", ...) or "auto"
+  uint32_t slots = 0;           // exact slot count (overrides --budget)
+  std::string io = "uring";
+  uint32_t queue_depth = 32;
+  std::string policy;
+  std::string trace;            // trace every request from the start
+  bool prewarm = true;
+};
+
+// Runs until SIGTERM/SIGINT; returns the exit status. Throws Error for bad start-up input.
+int run_daemon(const DaemonOptions& o);
+
+constexpr const char* kSocketName = "iod.sock";
+constexpr const char* kLockName = "iod.lock";
+
+}  // namespace waste::iod

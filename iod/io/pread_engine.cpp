@@ -1,0 +1,61 @@
+// The fallback engine: a fixed pool of threads, each doing one blocking pread at a time into
+// the slot (the bank is opened O_DIRECT, so the pool size is the queue depth).
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "iod/io/read_engine.h"
+
+namespace waste::iod {
+
+namespace {
+
+class PreadEngine final : public ReadEngine {
+ public:
+  PreadEngine(ReadQueue& q, ReadDone done, uint32_t threads) : queue_(q), done_(std::move(done)) {
+    for (uint32_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  }
+  ~PreadEngine() override { stop(); }
+  std::string name() const override { return "pread"; }
+  void stop() override {
+    queue_.close();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void run() {
+    while (auto job = queue_.pop_wait()) {
+      auto t0 = std::chrono::steady_clock::now();
+      int64_t got = 0;
+      while (uint64_t(got) < job->bytes) {
+        ssize_t n = ::pread(job->fd, job->dst + got, job->bytes - uint64_t(got), off_t(job->offset + uint64_t(got)));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          got = -errno;
+          break;
+        }
+        if (n == 0) break;  // end of file: a short read
+        got += n;
+      }
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      done_(*job, got, uint64_t(ns));
+    }
+  }
+
+  ReadQueue& queue_;
+  ReadDone done_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReadEngine> make_pread_engine(ReadQueue& queue, ReadDone done, uint32_t threads) {
+  return std::make_unique<PreadEngine>(queue, std::move(done), threads == 0 ? 1 : threads);
+}
+
+}  // namespace waste::iod

@@ -1,0 +1,42 @@
+// Read engines: take jobs from the ReadQueue and read records straight into their slots with
+// direct I/O, calling `done` on completion (on the engine's own thread). Two implementations
+// behind one interface: io_uring (READ_FIXED into the registered slot region) and a bounded
+// pool of pread threads. On macOS the same interface would take F_NOCACHE + pread, on Windows
+// FILE_FLAG_NO_BUFFERING; only Linux is built here.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "iod/io/read_queue.h"
+
+namespace waste::iod {
+
+// result: bytes read (may be short) or -errno; latency from submission to completion.
+using ReadDone = std::function<void(const ReadJob& job, int64_t result, uint64_t latency_ns)>;
+
+class ReadEngine {
+ public:
+  virtual ~ReadEngine() = default;
+  virtual std::string name() const = 0;  // "io_uring" or "pread"
+  // Stops taking jobs once the queue is closed; waits for reads in flight, joins its threads.
+  virtual void stop() = 0;
+};
+
+// The memory reads land in: [base, base + bytes), cut into slots of slot_bytes.
+struct SlotRegion {
+  uint8_t* base = nullptr;
+  uint64_t bytes = 0;
+  uint64_t slot_bytes = 0;
+};
+
+// Returns nullptr and sets why_not when io_uring or buffer registration is unavailable.
+std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, uint32_t queue_depth,
+                                              const SlotRegion& region, std::string& why_not);
+std::unique_ptr<ReadEngine> make_pread_engine(ReadQueue& queue, ReadDone done, uint32_t threads);
+
+// Largest registered buffer the engine asks the kernel for (it limits one buffer's size).
+constexpr uint64_t kMaxRegisteredBuffer = 1ull << 30;
+
+}  // namespace waste::iod

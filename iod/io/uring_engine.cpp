@@ -1,0 +1,143 @@
+// The io_uring engine: one thread owns the ring. The slot region is registered as fixed
+// buffers (in chunks of whole slots, each at most kMaxRegisteredBuffer), every record is read
+// with READ_FIXED straight into its slot, and up to queue_depth reads are in flight. An eventfd
+// read sits in the ring so a newly queued job (or close) wakes the thread out of its wait.
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "iod/io/read_engine.h"
+
+namespace waste::iod {
+
+namespace {
+
+constexpr uint64_t kWakeTag = ~0ull;
+
+class UringEngine final : public ReadEngine {
+ public:
+  UringEngine(ReadQueue& q, ReadDone done, uint32_t qd) : queue_(q), done_(std::move(done)), qd_(qd) {}
+  ~UringEngine() override {
+    stop();
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+    if (event_fd_ >= 0) ::close(event_fd_);
+  }
+  std::string name() const override { return "io_uring"; }
+
+  // Sets up ring, eventfd and buffers; returns an empty string or why it cannot.
+  std::string init(const SlotRegion& region) {
+    int r = io_uring_queue_init(qd_ + 1, &ring_, 0);
+    if (r < 0) return std::string("io_uring_queue_init: ") + std::strerror(-r);
+    ring_ok_ = true;
+    event_fd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (event_fd_ < 0) return std::string("eventfd: ") + std::strerror(errno);
+    base_ = region.base;
+    slot_bytes_ = region.slot_bytes;
+    uint64_t slots = region.bytes / region.slot_bytes;
+    slots_per_buffer_ = std::max<uint64_t>(1, kMaxRegisteredBuffer / region.slot_bytes);
+    std::vector<iovec> iov;
+    for (uint64_t s = 0; s < slots; s += slots_per_buffer_) {
+      uint64_t n = std::min(slots_per_buffer_, slots - s);
+      iov.push_back({region.base + s * region.slot_bytes, size_t(n * region.slot_bytes)});
+    }
+    r = io_uring_register_buffers(&ring_, iov.data(), unsigned(iov.size()));
+    if (r < 0)
+      return "registering " + std::to_string(iov.size()) + " fixed buffers (" + std::to_string(region.bytes) +
+             " bytes): " + std::strerror(-r) + (r == -ENOMEM ? " (RLIMIT_MEMLOCK?)" : "");
+    inflight_.assign(slots, {});
+    queue_.set_notify([this] {
+      uint64_t one = 1;
+      [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
+    });
+    thread_ = std::thread([this] { run(); });
+    return "";
+  }
+
+  void stop() override {
+    queue_.close();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  struct InFlight {
+    ReadJob job;
+    std::chrono::steady_clock::time_point start;
+  };
+
+  void arm_wake() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    io_uring_prep_read(sqe, event_fd_, &wake_value_, sizeof wake_value_, 0);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+  }
+
+  void run() {
+    arm_wake();
+    uint32_t in_flight = 0;
+    bool closing = false;
+    for (;;) {
+      while (!closing && in_flight < qd_) {
+        auto job = queue_.try_pop();
+        if (!job) break;
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+        if (!sqe) break;  // cannot happen: the ring has qd + 1 entries
+        uint64_t off = uint64_t(job->dst - base_);
+        int buf_index = int(off / slot_bytes_ / slots_per_buffer_);
+        io_uring_prep_read_fixed(sqe, job->fd, job->dst, job->bytes, job->offset, buf_index);
+        io_uring_sqe_set_data64(sqe, job->slot);
+        inflight_[job->slot] = {*job, std::chrono::steady_clock::now()};
+        ++in_flight;
+      }
+      if (queue_.closed()) closing = true;
+      if (closing && in_flight == 0) break;
+      int r = io_uring_submit_and_wait(&ring_, 1);
+      if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) break;
+      io_uring_cqe* cqe;
+      unsigned head, seen = 0;
+      bool rearm = false;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        uint64_t tag = io_uring_cqe_get_data64(cqe);
+        if (tag == kWakeTag) {
+          rearm = true;
+          continue;
+        }
+        InFlight f = inflight_[tag];
+        --in_flight;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - f.start).count();
+        done_(f.job, int64_t(cqe->res), uint64_t(ns));
+      }
+      io_uring_cq_advance(&ring_, seen);
+      if (rearm && !closing) arm_wake();
+    }
+  }
+
+  ReadQueue& queue_;
+  ReadDone done_;
+  uint32_t qd_;
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  int event_fd_ = -1;
+  uint64_t wake_value_ = 0;
+  uint8_t* base_ = nullptr;
+  uint64_t slot_bytes_ = 0, slots_per_buffer_ = 1;
+  std::vector<InFlight> inflight_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, uint32_t queue_depth,
+                                              const SlotRegion& region, std::string& why_not) {
+  auto e = std::make_unique<UringEngine>(queue, std::move(done), queue_depth == 0 ? 1 : queue_depth);
+  why_not = e->init(region);
+  if (!why_not.empty()) return nullptr;
+  return e;
+}
+
+}  // namespace waste::iod

@@ -1,0 +1,33 @@
+// waste-iod: the I/O daemon (see iod/daemon.h, docs/PROTOCOL.md).
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "iod/cache/policy.h"
+#include "iod/daemon.h"
+#include "shared/util/error.h"
+
+int main(int argc, char** argv) {
+  waste::iod::DaemonOptions o;
+  CLI::App app{"waste-iod: serves a container's experts from NVMe through a shared-memory cache"};
+  app.add_option("--model", o.model, "container directory (.waste)")->required();
+  app.add_option("--run-dir", o.run_dir, "run directory (socket, lock; created 0700)")->required();
+  app.add_option("--budget", o.budget, "cache size in bytes (4G, 900M, ...) or auto");
+  app.add_option("--slots", o.slots, "exact number of cache slots (overrides --budget)");
+  app.add_option("--io", o.io, "uring (falls back to pread when unavailable) or pread")
+      ->check(CLI::IsMember({"uring", "pread"}));
+  app.add_option("--qd", o.queue_depth, "reads in flight (io_uring queue depth / pread threads)");
+  app.add_option("--policy", o.policy, waste::cache::policy_help());
+  app.add_option("--trace", o.trace, "write every request to this file (JSON lines)");
+  bool no_prewarm = false;
+  app.add_flag("--no-prewarm", no_prewarm, "do not read the usage file's hottest records at start");
+  CLI11_PARSE(app, argc, argv);
+  o.prewarm = !no_prewarm;
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  try {
+    return waste::iod::run_daemon(o);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

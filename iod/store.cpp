@@ -1,0 +1,369 @@
+#include "iod/store.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "shared/util/error.h"
+
+namespace waste::iod {
+
+using cache::ExpertKey;
+using cache::kNoSlot;
+using ipc::SlotState;
+
+// Forwards to the real policy but never offers a slot whose read is still queued or in flight
+// as a victim (the kernel may be writing into it); pins alone don't cover unpinned prefetches.
+class Store::GuardPolicy final : public cache::CachePolicy {
+ public:
+  GuardPolicy(cache::CachePolicy& inner, const std::vector<SlotInfo>& info) : inner_(inner), info_(info) {}
+  std::string name() const override { return inner_.name(); }
+  void reset(uint32_t slots) override { inner_.reset(slots); }
+  void on_fetch(uint32_t layer, std::span<const uint32_t> experts) override { inner_.on_fetch(layer, experts); }
+  void on_hit(uint32_t slot, ExpertKey key) override { inner_.on_hit(slot, key); }
+  void on_insert(uint32_t slot, ExpertKey key, cache::InsertKind kind) override { inner_.on_insert(slot, key, kind); }
+  void on_evict(uint32_t slot, ExpertKey key) override { inner_.on_evict(slot, key); }
+  uint32_t choose_victim(const cache::EvictableFn& evictable) override {
+    return inner_.choose_victim([&](uint32_t s) { return !info_[s].io_busy && evictable(s); });
+  }
+
+ private:
+  cache::CachePolicy& inner_;
+  const std::vector<SlotInfo>& info_;
+};
+
+namespace {
+
+cache::CacheGeometry geometry_of(const Container& c) {
+  std::vector<uint32_t> layers;
+  uint32_t experts = 0;
+  for (const auto& l : c.expert_layers()) {
+    layers.push_back(uint32_t(l.layer));
+    experts = std::max(experts, l.expert_count);
+  }
+  require(!layers.empty(), c.dir() + ": the container has no MoE layers; iod has nothing to serve");
+  return cache::CacheGeometry(layers, experts, uint32_t(std::max(1, c.config().top_k)));
+}
+
+uint64_t largest_record(const Container& c) {
+  uint64_t m = 0;
+  for (const auto& l : c.expert_layers()) m = std::max(m, l.layout.stride);
+  return m;
+}
+
+}  // namespace
+
+Store::Store(const Container& container, const std::string& segment_name, uint64_t instance_id, const StoreOptions& o)
+    : container_(container), geometry_(geometry_of(container)), queue_(o.slots), options_(o) {
+  require(o.slots > 0, "iod: the cache needs at least one slot");
+  for (const auto& l : container.expert_layers()) {
+    require(l.layout.stride % kRecordAlign == 0 && l.layout.stride <= (1ull << 31),
+            l.bank_path + ": record stride " + std::to_string(l.layout.stride) + " unusable for direct I/O");
+    int fd = ::open(l.bank_path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno == EINVAL) {
+      spdlog::warn("{}: the file system refuses O_DIRECT; reading through the page cache", l.bank_path);
+      fd = ::open(l.bank_path.c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0) {
+      int err = errno;
+      for (int f : bank_fd_) ::close(f);
+      throw Error(l.bank_path + ": cannot open: " + std::strerror(err));
+    }
+    bank_fd_.push_back(fd);
+    record_bytes_.push_back(uint32_t(l.layout.stride));
+  }
+  ipc::SegmentLayout layout = ipc::segment_layout(o.slots, largest_record(container));
+  segment_ = ipc::ShmSegment::create(segment_name, layout, instance_id, container.container_id());
+  slot_info_.assign(o.slots, {});
+  layer_counters_.assign(geometry_.moe_layer_count(), {});
+  policy_ = cache::make_policy(o.policy, geometry_);
+  guard_ = std::make_unique<GuardPolicy>(*policy_, slot_info_);
+  cache_ = std::make_unique<cache::ExpertCache>(geometry_, o.slots, *guard_);
+
+  ReadDone done = [this](const ReadJob& j, int64_t r, uint64_t ns) { on_read_done(j, r, ns); };
+  SlotRegion region{segment_.slot_data(0), uint64_t(o.slots) * segment_.slot_bytes(), segment_.slot_bytes()};
+  if (o.io == "uring") {
+    std::string why;
+    engine_ = make_uring_engine(queue_, done, o.queue_depth, region, why);
+    if (engine_) {
+      io_path_ = "io_uring (READ_FIXED, queue depth " + std::to_string(o.queue_depth) + ")";
+    } else {
+      io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (io_uring unavailable: " + why + ")";
+      spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool", why);
+    }
+  } else {
+    require(o.io == "pread", "iod: --io must be uring or pread, not " + o.io);
+    io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (forced by --io pread)";
+  }
+  if (!engine_) engine_ = make_pread_engine(queue_, done, o.queue_depth);
+  spdlog::info("iod: reads via {}", io_path_);
+}
+
+Store::~Store() {
+  shutdown();
+  for (int f : bank_fd_) ::close(f);
+}
+
+void Store::shutdown() {
+  if (engine_) engine_->stop();
+}
+
+void Store::check_key(uint32_t layer, uint32_t expert) const {
+  const ExpertLayerInfo* l = container_.expert_layer(int(layer));
+  require(layer <= 1u << 20 && l != nullptr,
+          "layer " + std::to_string(layer) + " is not a MoE layer of " + container_.dir());
+  require(expert < l->expert_count, "layer " + std::to_string(layer) + ": expert " + std::to_string(expert) +
+                                        " out of range (" + std::to_string(l->expert_count) + " experts)");
+}
+
+uint64_t Store::open_connection() {
+  std::lock_guard lock(mu_);
+  uint64_t id = next_conn_++;
+  connections_[id];
+  return id;
+}
+
+void Store::close_connection(uint64_t conn) {
+  std::lock_guard lock(mu_);
+  auto it = connections_.find(conn);
+  if (it == connections_.end()) return;
+  size_t n = it->second.pins.size();
+  for (auto& [slot, gen] : it->second.pins) cache_->unpin(slot);
+  connections_.erase(it);
+  if (n) spdlog::info("iod: connection {} closed, dropped {} pins", conn, n);
+}
+
+void Store::start_read(uint32_t slot, ExpertKey key, bool demand, bool evicted, ExpertKey victim) {
+  SlotInfo& si = slot_info_[slot];
+  if (evicted && si.prefetched_unused) ++prefetch_wasted_;
+  si.prefetched_unused = false;
+  si.prewarmed = false;
+  ipc::SlotEntry& e = segment_.entry(slot);
+  uint64_t gen = ipc::generation_of(e.word.load(std::memory_order_relaxed)) + 1;
+  uint32_t pos = geometry_.position(key.layer);
+  e.layer = key.layer;
+  e.expert = key.expert;
+  e.record_bytes = record_bytes_[pos];
+  e.error[0] = 0;
+  e.word.store(ipc::make_state_word(SlotState::Loading, gen), std::memory_order_release);
+  ipc::futex_wake_word(e.word);  // a waiter with a stale handle sees the new generation
+  si.io_busy = true;
+  if (reads_outstanding_++ == 0) busy_since_ = std::chrono::steady_clock::now();
+  ReadJob job;
+  job.slot = slot;
+  job.generation = gen;
+  job.fd = bank_fd_[pos];
+  job.offset = uint64_t(key.expert) * record_bytes_[pos];
+  job.bytes = record_bytes_[pos];
+  job.dst = segment_.slot_data(slot);
+  job.layer = key.layer;
+  job.expert = key.expert;
+  queue_.push(job, demand);
+}
+
+void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns) {
+  std::string why;
+  const ExpertLayerInfo* l = container_.expert_layer(int(job.layer));
+  if (result < 0) {
+    why = "read error (" + std::string(std::strerror(int(-result))) + ") at offset " + std::to_string(job.offset);
+  } else if (uint64_t(result) < job.bytes) {
+    why = "short read: " + std::to_string(result) + " of " + std::to_string(job.bytes) + " bytes at offset " +
+          std::to_string(job.offset);
+  } else {
+    // Header against the manifest always, and the xxh3 payload checksum on every read.
+    why = check_record(job.dst, l->layout, job.layer, job.expert, options_.verify_checksums);
+  }
+  ipc::SlotEntry& e = segment_.entry(job.slot);
+  if (why.empty()) {
+    e.word.store(ipc::make_state_word(SlotState::Ready, job.generation), std::memory_order_release);
+  } else {
+    spdlog::error("iod: {}: layer {} expert {}: {}", l->bank_path, job.layer, job.expert, why);
+    std::snprintf(e.error, ipc::kSlotErrorBytes, "%s", why.c_str());
+    e.word.store(ipc::make_state_word(SlotState::Failed, job.generation), std::memory_order_release);
+  }
+  ipc::futex_wake_word(e.word);
+  std::lock_guard lock(mu_);
+  slot_info_[job.slot].io_busy = false;
+  if (--reads_outstanding_ == 0)
+    busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
+  if (result > 0) bytes_read_ += uint64_t(result);
+  if (!why.empty()) ++failures_;
+  latency_.add(latency_ns);
+}
+
+void Store::unpin_locked(Connection& c, ipc::SlotHandle h) {
+  auto range = c.pins.equal_range(h.slot);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second == h.generation) {
+      c.pins.erase(it);
+      cache_->unpin(h.slot);
+      return;
+    }
+  }
+  throw Error("release: slot " + std::to_string(h.slot) + " generation " + std::to_string(h.generation) +
+              " is not pinned by this connection (stale or unknown handle)");
+}
+
+std::vector<ipc::SlotHandle> Store::fetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,
+                                          std::span<const ipc::SlotHandle> releases) {
+  for (uint32_t x : experts) check_key(layer, x);
+  require(experts.size() <= cache_->slots(), "fetch: " + std::to_string(experts.size()) + " experts, the cache has " +
+                                                 std::to_string(cache_->slots()) + " slots");
+  std::lock_guard lock(mu_);
+  Connection& c = connections_.at(conn);
+  trace_line(conn, "fetch", layer, experts);
+  for (const auto& h : releases) unpin_locked(c, h);
+  uint32_t pos = geometry_.position(layer);
+  cache_->begin_layer(layer, experts);
+  std::vector<ipc::SlotHandle> out;
+  out.reserve(experts.size());
+  for (uint32_t x : experts) {
+    ExpertKey key{layer, x};
+    cache::Acquired a = cache_->acquire(key);
+    if (a.slot == kNoSlot) {
+      for (const auto& h : out) unpin_locked(c, h);
+      throw Error("fetch: layer " + std::to_string(layer) + " expert " + std::to_string(x) + ": all " +
+                  std::to_string(cache_->slots()) + " slots are pinned or loading (release handles first)");
+    }
+    ipc::SlotEntry& e = segment_.entry(a.slot);
+    SlotInfo& si = slot_info_[a.slot];
+    uint64_t w = e.word.load(std::memory_order_acquire);
+    if (a.hit && ipc::state_of(w) == SlotState::Failed && !si.io_busy) {
+      // A failed record is read again on the next demand (a transient EIO may pass).
+      ++misses_;
+      ++layer_counters_[pos].misses;
+      start_read(a.slot, key, true, false, {});
+    } else if (a.hit) {
+      ++hits_;
+      ++layer_counters_[pos].hits;
+      if (ipc::state_of(w) == SlotState::Loading) {
+        ++joined_;
+        queue_.promote(a.slot, ipc::generation_of(w));  // a prefetch in the queue now leaves as demand
+      }
+      if (si.prefetched_unused) {
+        ++prefetch_used_;
+        si.prefetched_unused = false;
+      }
+    } else {
+      ++misses_;
+      ++layer_counters_[pos].misses;
+      start_read(a.slot, key, true, a.evicted, a.victim);
+    }
+    ipc::SlotHandle h{a.slot, ipc::generation_of(e.word.load(std::memory_order_relaxed))};
+    c.pins.emplace(h.slot, h.generation);
+    out.push_back(h);
+  }
+  return out;
+}
+
+uint32_t Store::prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts) {
+  for (uint32_t x : experts) check_key(layer, x);
+  std::lock_guard lock(mu_);
+  trace_line(conn, "prefetch", layer, experts);
+  uint32_t issued = 0;
+  for (uint32_t x : experts) {
+    ExpertKey key{layer, x};
+    if (cache_->find(key) != kNoSlot) continue;
+    cache::Acquired a = cache_->insert_guess(key, cache::InsertKind::Prefetch);
+    if (a.slot == kNoSlot) break;  // nothing evictable: the rest rank lower anyway
+    start_read(a.slot, key, false, a.evicted, a.victim);
+    slot_info_[a.slot].prefetched_unused = true;
+    ++prefetch_issued_;
+    ++issued;
+  }
+  return issued;
+}
+
+uint32_t Store::prewarm(const std::vector<ExpertKey>& hottest) {
+  std::lock_guard lock(mu_);
+  uint32_t n = 0;
+  for (const ExpertKey& key : hottest) {
+    if (cache_->occupied() >= cache_->slots()) break;
+    if (!geometry_.contains(key) || cache_->find(key) != kNoSlot) continue;
+    cache::Acquired a = cache_->insert_guess(key, cache::InsertKind::Prewarm);
+    if (a.slot == kNoSlot) break;
+    start_read(a.slot, key, false, a.evicted, a.victim);
+    slot_info_[a.slot].prewarmed = true;
+    ++n;
+  }
+  prewarmed_ += n;
+  return n;
+}
+
+void Store::release(uint64_t conn, std::span<const ipc::SlotHandle> handles) {
+  std::lock_guard lock(mu_);
+  Connection& c = connections_.at(conn);
+  for (const auto& h : handles) {
+    require(h.slot < cache_->slots(), "release: slot " + std::to_string(h.slot) + " out of range (" +
+                                          std::to_string(cache_->slots()) + " slots)");
+    unpin_locked(c, h);
+  }
+}
+
+StoreStats Store::stats() const {
+  std::lock_guard lock(mu_);
+  StoreStats s;
+  s.io_path = io_path_;
+  s.policy = policy_->name();
+  s.slot_count = cache_->slots();
+  s.slots_occupied = cache_->occupied();
+  s.queue_depth = options_.queue_depth;
+  s.in_flight = reads_outstanding_;
+  s.connections = uint32_t(connections_.size());
+  s.hits = hits_;
+  s.joined = joined_;
+  s.misses = misses_;
+  s.failures = failures_;
+  s.bytes_read = bytes_read_;
+  s.read_seconds = busy_seconds_;
+  if (reads_outstanding_ > 0)
+    s.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
+  s.p50_us = latency_.percentile_us(0.50);
+  s.p90_us = latency_.percentile_us(0.90);
+  s.p99_us = latency_.percentile_us(0.99);
+  s.max_us = latency_.max_us();
+  s.prefetch_issued = prefetch_issued_;
+  s.prefetch_used = prefetch_used_;
+  s.prefetch_wasted = prefetch_wasted_;
+  s.prewarmed = prewarmed_;
+  for (uint32_t p = 0; p < geometry_.moe_layer_count(); ++p)
+    s.layers.push_back({geometry_.moe_layers()[p], layer_counters_[p]});
+  return s;
+}
+
+void Store::trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<const uint32_t> experts) {
+  if (!trace_) return;
+  nlohmann::json j;
+  j["t_us"] = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - trace_t0_).count();
+  j["conn"] = conn;
+  j["op"] = op;
+  j["layer"] = layer;
+  j["experts"] = std::vector<uint32_t>(experts.begin(), experts.end());
+  *trace_ << j.dump() << '\n';
+  ++trace_requests_;
+}
+
+void Store::trace_start(const std::string& path) {
+  auto f = std::make_unique<std::ofstream>(path, std::ios::out | std::ios::trunc);
+  require(f->good(), "traceStart: cannot write " + path);
+  std::lock_guard lock(mu_);
+  trace_ = std::move(f);
+  trace_requests_ = 0;
+  trace_t0_ = std::chrono::steady_clock::now();
+  spdlog::info("iod: tracing requests to {}", path);
+}
+
+uint64_t Store::trace_stop() {
+  std::lock_guard lock(mu_);
+  uint64_t n = trace_requests_;
+  if (trace_) trace_->flush();
+  trace_.reset();
+  return n;
+}
+
+}  // namespace waste::iod

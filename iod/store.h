@@ -1,0 +1,123 @@
+// The heart of iod: the expert cache over the shared-memory slots. It decides what to read
+// (through the pluggable policy of iod/cache), hands out pinned slot handles per connection,
+// queues reads (demand before prefetch) for the read engine, and on completion validates the
+// record and publishes READY or FAILED in the slot's state word. Thread-safe: RPC calls come
+// from the event-loop thread, completions from the engine's threads.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "iod/cache/expert_cache.h"
+#include "iod/cache/usage_file.h"
+#include "iod/io/read_engine.h"
+#include "iod/io/read_queue.h"
+#include "iod/latency_histogram.h"
+#include "shared/container/reader.h"
+#include "shared/ipc/expert_store_client.h"
+#include "shared/ipc/shm_segment.h"
+
+namespace waste::iod {
+
+struct StoreOptions {
+  uint32_t slots = 0;
+  std::string io = "uring";  // "uring" or "pread"
+  uint32_t queue_depth = 32;
+  std::string policy = cache::kDefaultPolicy;
+  bool prewarm = true;        // read the hottest records of the usage file at start
+  bool verify_checksums = true;
+};
+
+struct LayerCounters {
+  uint64_t hits = 0, misses = 0;
+};
+
+struct StoreStats {
+  std::string io_path, policy;
+  uint32_t slot_count = 0, slots_occupied = 0, queue_depth = 0, in_flight = 0, connections = 0;
+  uint64_t hits = 0, joined = 0, misses = 0, failures = 0, bytes_read = 0;
+  double read_seconds = 0, p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
+  uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prewarmed = 0;
+  std::vector<std::pair<uint32_t, LayerCounters>> layers;  // decoder layer, counters
+};
+
+class Store {
+ public:
+  // Opens the banks (O_DIRECT), creates the segment `segment_name`, starts the read engine.
+  Store(const Container& container, const std::string& segment_name, uint64_t instance_id, const StoreOptions& o);
+  ~Store();
+
+  const ipc::ShmSegment& segment() const { return segment_; }
+  const cache::CacheGeometry& geometry() const { return geometry_; }
+  const std::string& io_path() const { return io_path_; }
+  uint64_t container_id() const { return container_.container_id(); }
+
+  uint64_t open_connection();
+  void close_connection(uint64_t conn);  // drops every pin of the connection
+  std::vector<ipc::SlotHandle> fetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,
+                                     std::span<const ipc::SlotHandle> releases);
+  uint32_t prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts);
+  void release(uint64_t conn, std::span<const ipc::SlotHandle> handles);
+  StoreStats stats() const;
+  void trace_start(const std::string& path);
+  uint64_t trace_stop();
+  // Queues the usage file's hottest records (lowest priority); returns how many.
+  uint32_t prewarm(const std::vector<cache::ExpertKey>& hottest);
+  // Stops the engine (waits for reads in flight). Idempotent.
+  void shutdown();
+
+ private:
+  struct SlotInfo {
+    bool io_busy = false;          // a read is queued or in flight: never evicted
+    bool prefetched_unused = false;
+    bool prewarmed = false;
+  };
+  struct Connection {
+    std::unordered_multimap<uint32_t, uint64_t> pins;  // slot -> generation
+  };
+  class GuardPolicy;
+
+  void check_key(uint32_t layer, uint32_t expert) const;
+  // Points slot s at key (new generation, LOADING) and queues its read. Lock held.
+  void start_read(uint32_t slot, cache::ExpertKey key, bool demand, bool evicted, cache::ExpertKey victim);
+  void unpin_locked(Connection& c, ipc::SlotHandle h);
+  void on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns);
+  void trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<const uint32_t> experts);
+
+  const Container& container_;
+  cache::CacheGeometry geometry_;
+  std::vector<int> bank_fd_;            // per geometry position
+  std::vector<uint32_t> record_bytes_;  // per geometry position
+  ipc::ShmSegment segment_;
+  std::unique_ptr<cache::CachePolicy> policy_;
+  std::unique_ptr<GuardPolicy> guard_;
+  std::unique_ptr<cache::ExpertCache> cache_;
+  std::vector<SlotInfo> slot_info_;
+  ReadQueue queue_;
+  std::unique_ptr<ReadEngine> engine_;
+  std::string io_path_;
+  StoreOptions options_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Connection> connections_;
+  uint64_t next_conn_ = 1;
+  std::vector<LayerCounters> layer_counters_;  // per geometry position
+  uint64_t hits_ = 0, joined_ = 0, misses_ = 0, failures_ = 0, bytes_read_ = 0;
+  uint64_t prefetch_issued_ = 0, prefetch_used_ = 0, prefetch_wasted_ = 0, prewarmed_ = 0;
+  uint32_t reads_outstanding_ = 0;
+  std::chrono::steady_clock::time_point busy_since_;
+  double busy_seconds_ = 0;
+  LatencyHistogram latency_;
+  std::unique_ptr<std::ofstream> trace_;
+  uint64_t trace_requests_ = 0;
+  std::chrono::steady_clock::time_point trace_t0_;
+  bool stopped_ = false;
+};
+
+}  // namespace waste::iod

@@ -1,0 +1,73 @@
+# The iod's RPC interface (docs/PROTOCOL.md). A client connects to <run-dir>/iod.sock, calls
+# attach, maps the shared-memory segment read-only, then per MoE layer calls fetch and waits on
+# the returned slots' state words (futex, no RPC per expert). Pins belong to the connection:
+# when it closes, every pin it holds is dropped.
+@0xd4a61c7e93b25f08;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("waste::proto");
+
+# A slot of the segment and the generation it had when handed out. A handle whose generation no
+# longer matches the slot's state word is stale.
+struct SlotHandle {
+  slot @0 :UInt32;
+  generation @1 :UInt64;
+}
+
+struct SegmentInfo {
+  name @0 :Text;            # Boost.Interprocess shared_memory_object name (/dev/shm/<name> on Linux)
+  bytes @1 :UInt64;         # mapped size
+  layoutVersion @2 :UInt32; # shared/ipc/segment_layout.h kSegmentVersion
+  slotCount @3 :UInt32;
+  slotBytes @4 :UInt64;     # slot stride (4 KiB multiple, >= the largest record)
+  slotTableOffset @5 :UInt64;
+  slotsOffset @6 :UInt64;
+  instanceId @7 :UInt64;
+  containerId @8 :UInt64;
+}
+
+struct LayerStats {
+  layer @0 :UInt32;         # decoder layer
+  hits @1 :UInt64;
+  misses @2 :UInt64;
+}
+
+struct Stats {
+  ioPath @0 :Text;          # "io_uring" or "pread", and why when it fell back
+  policy @1 :Text;
+  slotCount @2 :UInt32;
+  slotsOccupied @3 :UInt32;
+  hits @4 :UInt64;          # demand lookups found cached (READY or already loading)
+  joined @5 :UInt64;        # of the hits: joined a read still in flight
+  misses @6 :UInt64;
+  failures @7 :UInt64;      # reads that failed (short read, EIO, bad header, checksum)
+  bytesRead @8 :UInt64;
+  readSeconds @9 :Float64;  # wall time during which at least one read was in flight
+  gbPerSecond @10 :Float64; # bytesRead / readSeconds / 1e9
+  latencyP50Us @11 :Float64;
+  latencyP90Us @12 :Float64;
+  latencyP99Us @13 :Float64;
+  latencyMaxUs @14 :Float64;
+  queueDepth @15 :UInt32;   # configured
+  inFlight @16 :UInt32;     # reads submitted or queued now
+  prefetchIssued @17 :UInt64;
+  prefetchUsed @18 :UInt64;
+  prefetchWasted @19 :UInt64; # evicted before any demand used it
+  connections @20 :UInt32;
+  layers @21 :List(LayerStats);
+}
+
+interface ExpertStore {
+  # The container's id (0 = don't check) must match the daemon's.
+  attach @0 (containerId :UInt64) -> (segment :SegmentInfo);
+  # Pins the experts of one decoder layer for this connection and returns their slots at once,
+  # while the reads proceed; `releases` are handles of earlier fetches to unpin first.
+  fetch @1 (layer :UInt32, experts :List(UInt32), releases :List(SlotHandle)) -> (handles :List(SlotHandle));
+  # A hint: load these (best first) below the priority of any demand read; nothing is pinned.
+  prefetch @2 (layer :UInt32, experts :List(UInt32)) -> (issued :UInt32);
+  release @3 (handles :List(SlotHandle)) -> ();
+  stats @4 () -> (stats :Stats);
+  # Starts writing every request to `path` (JSON lines), replacing a running trace.
+  traceStart @5 (path :Text) -> ();
+  traceStop @6 () -> (requests :UInt64);
+}

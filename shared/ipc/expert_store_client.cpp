@@ -1,0 +1,195 @@
+#include "shared/ipc/expert_store_client.h"
+
+#include <capnp/ez-rpc.h>
+#include <kj/exception.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "proto/expert_store.capnp.h"
+#include "shared/ipc/shm_segment.h"
+#include "shared/util/error.h"
+
+namespace waste::ipc {
+
+struct ExpertStoreClient::Impl {
+  std::string socket_path;
+  capnp::EzRpcClient rpc;
+  proto::ExpertStore::Client store;
+  ShmSegment segment;
+  explicit Impl(const std::string& path)
+      : socket_path(path), rpc("unix:" + path), store(rpc.getMain<proto::ExpertStore>()) {}
+};
+
+namespace {
+
+// Runs an RPC and turns a kj exception into a waste::Error naming the socket.
+template <typename F>
+auto call(const std::string& socket, const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const kj::Exception& e) {
+    std::string d = e.getDescription().cStr();
+    // The server's message travels as "remote exception: <message>".
+    const std::string prefix = "remote exception: ";
+    if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
+    throw Error("iod " + socket + ": " + what + ": " + d);
+  }
+}
+
+template <typename Builder>
+void fill_handles(Builder list, std::span<const SlotHandle> hs) {
+  for (size_t i = 0; i < hs.size(); ++i) {
+    list[uint32_t(i)].setSlot(hs[i].slot);
+    list[uint32_t(i)].setGeneration(hs[i].generation);
+  }
+}
+
+}  // namespace
+
+ExpertStoreClient::ExpertStoreClient(const std::string& socket_path, uint64_t container_id) {
+  call(socket_path, "connect", [&] {
+    impl_ = std::make_unique<Impl>(socket_path);
+    auto req = impl_->store.attachRequest();
+    req.setContainerId(container_id);
+    auto resp = req.send().wait(impl_->rpc.getWaitScope());
+    auto s = resp.getSegment();
+    info_.segment_name = s.getName().cStr();
+    info_.layout.slot_count = s.getSlotCount();
+    info_.layout.slot_bytes = s.getSlotBytes();
+    info_.layout.slot_table_offset = s.getSlotTableOffset();
+    info_.layout.slots_offset = s.getSlotsOffset();
+    info_.layout.total_bytes = s.getBytes();
+    info_.instance_id = s.getInstanceId();
+    info_.container_id = s.getContainerId();
+    require(s.getLayoutVersion() == kSegmentVersion,
+            "iod " + socket_path + ": segment layout version " + std::to_string(s.getLayoutVersion()) +
+                ", this build reads " + std::to_string(kSegmentVersion));
+    return 0;
+  });
+  impl_->segment = ShmSegment::open_read_only(info_.segment_name, info_.layout, container_id);
+}
+
+ExpertStoreClient::~ExpertStoreClient() = default;
+
+std::vector<SlotHandle> ExpertStoreClient::fetch(uint32_t layer, std::span<const uint32_t> experts,
+                                                 std::span<const SlotHandle> releases) {
+  return call(impl_->socket_path, "fetch", [&] {
+    auto req = impl_->store.fetchRequest();
+    req.setLayer(layer);
+    auto ex = req.initExperts(uint32_t(experts.size()));
+    for (size_t i = 0; i < experts.size(); ++i) ex.set(uint32_t(i), experts[i]);
+    fill_handles(req.initReleases(uint32_t(releases.size())), releases);
+    auto resp = req.send().wait(impl_->rpc.getWaitScope());
+    std::vector<SlotHandle> out;
+    for (auto h : resp.getHandles()) out.push_back({h.getSlot(), h.getGeneration()});
+    return out;
+  });
+}
+
+uint32_t ExpertStoreClient::prefetch(uint32_t layer, std::span<const uint32_t> experts) {
+  return call(impl_->socket_path, "prefetch", [&] {
+    auto req = impl_->store.prefetchRequest();
+    req.setLayer(layer);
+    auto ex = req.initExperts(uint32_t(experts.size()));
+    for (size_t i = 0; i < experts.size(); ++i) ex.set(uint32_t(i), experts[i]);
+    return req.send().wait(impl_->rpc.getWaitScope()).getIssued();
+  });
+}
+
+void ExpertStoreClient::release(std::span<const SlotHandle> handles) {
+  call(impl_->socket_path, "release", [&] {
+    auto req = impl_->store.releaseRequest();
+    fill_handles(req.initHandles(uint32_t(handles.size())), handles);
+    req.send().wait(impl_->rpc.getWaitScope());
+    return 0;
+  });
+}
+
+nlohmann::json ExpertStoreClient::stats() {
+  return call(impl_->socket_path, "stats", [&] {
+    auto resp = impl_->store.statsRequest().send().wait(impl_->rpc.getWaitScope());
+    auto s = resp.getStats();
+    nlohmann::json j;
+    j["io_path"] = s.getIoPath().cStr();
+    j["policy"] = s.getPolicy().cStr();
+    j["slot_count"] = s.getSlotCount();
+    j["slots_occupied"] = s.getSlotsOccupied();
+    j["hits"] = s.getHits();
+    j["joined"] = s.getJoined();
+    j["misses"] = s.getMisses();
+    j["failures"] = s.getFailures();
+    j["bytes_read"] = s.getBytesRead();
+    j["read_seconds"] = s.getReadSeconds();
+    j["gb_per_s"] = s.getGbPerSecond();
+    j["latency_us"] = {{"p50", s.getLatencyP50Us()}, {"p90", s.getLatencyP90Us()},
+                       {"p99", s.getLatencyP99Us()}, {"max", s.getLatencyMaxUs()}};
+    j["queue_depth"] = s.getQueueDepth();
+    j["in_flight"] = s.getInFlight();
+    j["prefetch"] = {{"issued", s.getPrefetchIssued()}, {"used", s.getPrefetchUsed()},
+                     {"wasted", s.getPrefetchWasted()}};
+    j["connections"] = s.getConnections();
+    j["layers"] = nlohmann::json::array();
+    for (auto l : s.getLayers())
+      j["layers"].push_back({{"layer", l.getLayer()}, {"hits", l.getHits()}, {"misses", l.getMisses()}});
+    return j;
+  });
+}
+
+void ExpertStoreClient::trace_start(const std::string& path) {
+  call(impl_->socket_path, "traceStart", [&] {
+    auto req = impl_->store.traceStartRequest();
+    req.setPath(path);
+    req.send().wait(impl_->rpc.getWaitScope());
+    return 0;
+  });
+}
+
+uint64_t ExpertStoreClient::trace_stop() {
+  return call(impl_->socket_path, "traceStop", [&] {
+    return impl_->store.traceStopRequest().send().wait(impl_->rpc.getWaitScope()).getRequests();
+  });
+}
+
+const uint8_t* ExpertStoreClient::slot_data(uint32_t slot) const {
+  require(slot < info_.layout.slot_count, "iod " + impl_->socket_path + ": slot " + std::to_string(slot) +
+                                              " out of range (" + std::to_string(info_.layout.slot_count) + " slots)");
+  return impl_->segment.slot_data(slot);
+}
+
+SlotState ExpertStoreClient::state(SlotHandle h) const {
+  uint64_t w = impl_->segment.entry(h.slot).word.load(std::memory_order_acquire);
+  return generation_of(w) == h.generation ? state_of(w) : SlotState::Free;
+}
+
+const uint8_t* ExpertStoreClient::wait(SlotHandle h, int64_t timeout_ns) const {
+  const uint8_t* data = slot_data(h.slot);
+  const SlotEntry& e = impl_->segment.entry(h.slot);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns < 0 ? 0 : timeout_ns);
+  for (;;) {
+    uint64_t w = e.word.load(std::memory_order_acquire);
+    require(generation_of(w) == h.generation,
+            "iod: stale handle: slot " + std::to_string(h.slot) + " generation " + std::to_string(h.generation) +
+                " now holds generation " + std::to_string(generation_of(w)));
+    switch (state_of(w)) {
+      case SlotState::Ready: return data;
+      case SlotState::Failed: {
+        // iod wrote the reason before publishing FAILED (release/acquire on the word).
+        std::string why(e.error, strnlen(e.error, kSlotErrorBytes));
+        throw Error("iod: fetch of layer " + std::to_string(e.layer) + " expert " + std::to_string(e.expert) +
+                    " failed: " + why);
+      }
+      case SlotState::Free:
+        throw Error("iod: slot " + std::to_string(h.slot) + " is FREE (handle not from a fetch)");
+      case SlotState::Loading: break;
+    }
+    int64_t left = -1;
+    if (timeout_ns >= 0) {
+      left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now()).count();
+      require(left > 0, "iod: timed out waiting for slot " + std::to_string(h.slot));
+    }
+    futex_wait_word(e.word, w, left);
+  }
+}
+
+}  // namespace waste::ipc

@@ -1,0 +1,142 @@
+#include "shared/ipc/shm_segment.h"
+
+#include <unistd.h>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/permissions.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "shared/container/format.h"
+#include "shared/util/error.h"
+
+namespace bip = boost::interprocess;
+
+namespace waste::ipc {
+
+struct ShmSegment::Impl {
+  bip::mapped_region region;
+};
+
+ShmSegment::ShmSegment() = default;
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    reset();
+    impl_ = std::move(o.impl_);
+    name_ = std::move(o.name_);
+    base_ = o.base_;
+    bytes_ = o.bytes_;
+    owner_ = o.owner_;
+    o.base_ = nullptr;
+    o.bytes_ = 0;
+    o.owner_ = false;
+  }
+  return *this;
+}
+
+ShmSegment::~ShmSegment() { reset(); }
+
+void ShmSegment::reset() {
+  impl_.reset();  // unmap first
+  if (owner_ && !name_.empty()) bip::shared_memory_object::remove(name_.c_str());
+  owner_ = false;
+  base_ = nullptr;
+  bytes_ = 0;
+}
+
+void ShmSegment::unlink() {
+  if (!name_.empty()) bip::shared_memory_object::remove(name_.c_str());
+  owner_ = false;
+}
+
+bool ShmSegment::remove(const std::string& name) { return bip::shared_memory_object::remove(name.c_str()); }
+
+ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layout, uint64_t instance_id,
+                              uint64_t container_id) {
+  remove(name);
+  ShmSegment s;
+  try {
+    bip::permissions perm(0600);
+    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, perm);
+    s.name_ = name;
+    s.owner_ = true;  // from here on the destructor removes it
+    shm.truncate(bip::offset_t(layout.total_bytes));
+    s.impl_ = std::make_unique<Impl>();
+    s.impl_->region = bip::mapped_region(shm, bip::read_write, 0, layout.total_bytes);
+  } catch (const bip::interprocess_exception& e) {
+    if (s.owner_) bip::shared_memory_object::remove(name.c_str());
+    s.owner_ = false;
+    throw Error("shared memory segment " + name + ": cannot create " + std::to_string(layout.total_bytes) +
+                " bytes: " + e.what());
+  }
+  s.base_ = static_cast<uint8_t*>(s.impl_->region.get_address());
+  s.bytes_ = layout.total_bytes;
+  // The slot data is left to the kernel's zero pages: only the header and table are written.
+  auto* h = new (s.base_) SegmentHeader{};
+  h->magic = kSegmentMagic;
+  h->version = kSegmentVersion;
+  h->slot_entry_bytes = sizeof(SlotEntry);
+  h->instance_id = instance_id;
+  h->container_id = container_id;
+  h->total_bytes = layout.total_bytes;
+  h->slot_table_offset = layout.slot_table_offset;
+  h->slots_offset = layout.slots_offset;
+  h->slot_bytes = layout.slot_bytes;
+  h->slot_count = layout.slot_count;
+  h->iod_pid = uint32_t(::getpid());
+  for (uint32_t i = 0; i < layout.slot_count; ++i) {
+    auto* e = new (&s.entry(i)) SlotEntry{};
+    e->word.store(make_state_word(SlotState::Free, 0), std::memory_order_relaxed);
+  }
+  h->ready.store(1, std::memory_order_release);
+  return s;
+}
+
+ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayout& expect, uint64_t container_id) {
+  ShmSegment s;
+  try {
+    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
+    bip::offset_t size = 0;
+    require(shm.get_size(size) && uint64_t(size) >= expect.total_bytes,
+            "shared memory segment " + name + ": smaller than the layout iod announced");
+    s.impl_ = std::make_unique<Impl>();
+    s.impl_->region = bip::mapped_region(shm, bip::read_only, 0, expect.total_bytes);
+  } catch (const bip::interprocess_exception& e) {
+    throw Error("shared memory segment " + name + ": cannot open read-only: " + e.what());
+  }
+  s.name_ = name;
+  s.base_ = static_cast<uint8_t*>(s.impl_->region.get_address());
+  s.bytes_ = expect.total_bytes;
+  const SegmentHeader& h = s.header();
+  require(h.magic == kSegmentMagic, "shared memory segment " + name + ": bad magic");
+  require(h.version == kSegmentVersion, "shared memory segment " + name + ": layout version " +
+                                            std::to_string(h.version) + ", this build reads " +
+                                            std::to_string(kSegmentVersion));
+  require(h.ready.load(std::memory_order_acquire) == 1, "shared memory segment " + name + ": not initialised");
+  require(h.slot_entry_bytes == sizeof(SlotEntry) && h.slot_count == expect.slot_count &&
+              h.slot_bytes == expect.slot_bytes && h.slot_table_offset == expect.slot_table_offset &&
+              h.slots_offset == expect.slots_offset && h.total_bytes == expect.total_bytes,
+          "shared memory segment " + name + ": layout differs from what iod announced");
+  require(container_id == 0 || h.container_id == container_id,
+          "shared memory segment " + name + ": holds another container's experts");
+  return s;
+}
+
+std::string segment_name(uint64_t instance_id, uint64_t container_id) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "waste-iod-%016llx-%016llx", (unsigned long long)instance_id,
+                (unsigned long long)container_id);
+  return buf;
+}
+
+uint64_t instance_id_for(const std::string& run_dir) {
+  std::error_code ec;
+  std::string canon = std::filesystem::weakly_canonical(run_dir, ec).string();
+  if (ec) canon = run_dir;
+  return checksum64(canon.data(), canon.size());
+}
+
+}  // namespace waste::ipc

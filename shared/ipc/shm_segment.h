@@ -1,0 +1,58 @@
+// A Boost.Interprocess shared-memory segment holding the layout of segment_layout.h. iod
+// creates it (mode 0600, removed again when the owner is destroyed); clients open it
+// read-only and check the header against what attach said.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "shared/ipc/segment_layout.h"
+
+namespace waste::ipc {
+
+class ShmSegment {
+ public:
+  // Creates `name` (removing a stale segment of the same name first: the caller has made sure
+  // no live owner uses it) and writes the header and a FREE slot table.
+  static ShmSegment create(const std::string& name, const SegmentLayout& layout, uint64_t instance_id,
+                           uint64_t container_id);
+  // Maps an existing segment read-only and validates the header against `expect`.
+  static ShmSegment open_read_only(const std::string& name, const SegmentLayout& expect, uint64_t container_id);
+  static bool remove(const std::string& name);  // true when a segment was removed
+
+  ShmSegment();
+  ShmSegment(ShmSegment&&) noexcept;
+  ShmSegment& operator=(ShmSegment&&) noexcept;
+  ~ShmSegment();
+
+  const std::string& name() const { return name_; }
+  uint8_t* base() const { return base_; }
+  uint64_t bytes() const { return bytes_; }
+  const SegmentHeader& header() const { return *reinterpret_cast<const SegmentHeader*>(base_); }
+  SlotEntry& entry(uint32_t slot) const {
+    return reinterpret_cast<SlotEntry*>(base_ + header().slot_table_offset)[slot];
+  }
+  uint8_t* slot_data(uint32_t slot) const {
+    return base_ + header().slots_offset + uint64_t(slot) * header().slot_bytes;
+  }
+  uint32_t slot_count() const { return header().slot_count; }
+  uint64_t slot_bytes() const { return header().slot_bytes; }
+  // Removes the segment name now (the mapping stays valid until destruction).
+  void unlink();
+
+ private:
+  void reset();
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string name_;
+  uint8_t* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  bool owner_ = false;
+};
+
+// The segment name of an iod instance: "waste-iod-<instance hex>-<container hex>".
+std::string segment_name(uint64_t instance_id, uint64_t container_id);
+// Instance id of a run directory: xxh3 of its canonical path.
+uint64_t instance_id_for(const std::string& run_dir);
+
+}  // namespace waste::ipc

@@ -1,0 +1,317 @@
+// iod end to end with real processes: waste-iod on small synthetic containers, clients over the
+// ExpertStore RPC and the shared-memory segment, and the failure paths (client killed with -9,
+// SIGTERM, restart after kill -9, corrupt record, forced pread).
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "shared/container/reader.h"
+#include "shared/ipc/expert_store_client.h"
+#include "shared/ipc/shm_segment.h"
+#include "shared/util/error.h"
+#include "tests/integration/process.h"
+#include "tools/iobench/private_iod.h"
+
+using namespace waste;
+using namespace waste::test;
+using waste::iobench::PrivateIod;
+
+namespace {
+
+std::string synth_tiny(const TempDir& tmp, const std::string& name = "tiny.waste") {
+  std::string out = tmp / name;
+  auto r = run_command(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --out " + out);
+  INFO(r.output);
+  REQUIRE_EQ(r.status, 0);
+  return out;
+}
+
+std::vector<std::string> iod_args(const std::string& model, uint32_t slots, const std::string& io = "uring") {
+  return {"--model", model, "--slots", std::to_string(slots), "--io", io, "--qd", "4"};
+}
+
+bool shm_exists(const std::string& name) { return std::filesystem::exists("/dev/shm/" + name); }
+
+// Checks every handle's bytes against the reader's copy of the record.
+void check_records(const Container& c, ipc::ExpertStoreClient& client, uint32_t layer,
+                   const std::vector<uint32_t>& experts, const std::vector<ipc::SlotHandle>& hs) {
+  REQUIRE_EQ(hs.size(), experts.size());
+  const auto* l = c.expert_layer(int(layer));
+  std::vector<uint8_t> want(l->layout.stride);
+  for (size_t i = 0; i < hs.size(); ++i) {
+    const uint8_t* got = client.wait(hs[i], 10'000'000'000);
+    c.read_record(int(layer), experts[i], want.data());
+    CHECK(std::memcmp(got, want.data(), want.size()) == 0);
+  }
+}
+
+void flip_byte(const std::string& path, uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(offset));
+  char ch;
+  f.read(&ch, 1);
+  ch = char(ch ^ 0x5a);
+  f.seekp(std::streamoff(offset));
+  f.write(&ch, 1);
+}
+
+// Polls stats until `pred` holds (bounded; the daemon notices a dead peer asynchronously).
+template <typename P>
+nlohmann::json wait_stats(ipc::ExpertStoreClient& c, P pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  nlohmann::json s = c.stats();
+  while (!pred(s) && std::chrono::steady_clock::now() < deadline) s = c.stats();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("iod: fetch, prefetch and release return the container's records") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const auto& layers = c.expert_layers();
+  REQUIRE(layers.size() >= 2);
+  const uint32_t l0 = uint32_t(layers[0].layer), l1 = uint32_t(layers[1].layer);
+  const uint32_t n_exp = layers[0].expert_count;
+  PrivateIod iod(iod_args(model, 16), tmp / "run");
+  CHECK_EQ(std::filesystem::status(tmp / "run").permissions() & std::filesystem::perms::all,
+           std::filesystem::perms::owner_all);
+  ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
+  CHECK_EQ(client.info().layout.slot_count, 16u);
+  CHECK_EQ(client.info().layout.slot_bytes % 4096, 0u);
+  CHECK(shm_exists(client.info().segment_name));
+
+  std::vector<uint32_t> ex = {0, 5, 7};
+  auto hs = client.fetch(l0, ex);
+  check_records(c, client, l0, ex, hs);
+  auto s = client.stats();
+  CHECK_EQ(s["misses"].get<uint64_t>(), 3u);
+  CHECK_EQ(s["hits"].get<uint64_t>(), 0u);
+  CHECK(s["io_path"].get<std::string>().find("io_uring") != std::string::npos);
+
+  // A prefetch is a hint: it starts reads of what is not cached; a later demand hits.
+  std::vector<uint32_t> pre = {1, 2, 5};
+  CHECK_EQ(client.prefetch(l0, pre), 2u);  // 5 is cached already
+  std::vector<uint32_t> ex2 = {1, 2, 9};
+  auto hs2 = client.fetch(l0, ex2, hs);    // releases the first fetch on the way
+  check_records(c, client, l0, ex2, hs2);
+  s = client.stats();
+  CHECK_EQ(s["hits"].get<uint64_t>(), 2u);
+  CHECK_EQ(s["misses"].get<uint64_t>(), 4u);
+  CHECK_EQ(s["prefetch"]["issued"].get<uint64_t>(), 2u);
+  CHECK_EQ(s["prefetch"]["used"].get<uint64_t>(), 2u);
+  CHECK_GE(s["bytes_read"].get<uint64_t>(), 6 * layers[0].layout.stride);
+
+  // The released handles are stale for release now; out-of-range requests are errors.
+  CHECK_THROWS_WITH_AS(client.release(hs), doctest::Contains("not pinned by this connection"), Error);
+  CHECK_THROWS_WITH_AS(client.fetch(l0, std::vector<uint32_t>{n_exp}), doctest::Contains("out of range"), Error);
+  CHECK_THROWS_WITH_AS(client.fetch(9999, std::vector<uint32_t>{0}), doctest::Contains("not a MoE layer"), Error);
+  CHECK_THROWS_WITH_AS(client.release(std::vector<ipc::SlotHandle>{{999, 1}}), doctest::Contains("out of range"),
+                       Error);
+  // Still serving after the errors.
+  std::vector<uint32_t> ex3 = {3, 4};
+  auto hs3 = client.fetch(l1, ex3, hs2);
+  check_records(c, client, l1, ex3, hs3);
+
+  // Pinned slots are never evicted: with 16 slots, 2 pinned, 15 more pins cannot fit.
+  std::vector<uint32_t> many;
+  for (uint32_t e = 10; e < 25; ++e) many.push_back(e);
+  CHECK_THROWS_WITH_AS(client.fetch(l0, many), doctest::Contains("pinned"), Error);
+  many.pop_back();
+  auto hs4 = client.fetch(l0, many);  // 14 + 2 = 16 fits
+  check_records(c, client, l0, many, hs4);
+  for (const auto& h : hs3) CHECK_EQ(client.state(h), ipc::SlotState::Ready);  // not evicted
+  client.release(hs4);
+  client.release(hs3);
+
+  // A request trace: one JSON line per request.
+  std::string trace = tmp / "requests.jsonl";
+  client.trace_start(trace);
+  auto hs5 = client.fetch(l1, ex3);
+  client.prefetch(l1, std::vector<uint32_t>{6});
+  CHECK_EQ(client.trace_stop(), 2u);
+  std::ifstream tf(trace);
+  std::string line;
+  REQUIRE(std::getline(tf, line));
+  auto j = nlohmann::json::parse(line);
+  CHECK_EQ(j["op"], "fetch");
+  CHECK_EQ(j["layer"].get<uint32_t>(), l1);
+  CHECK_EQ(j["experts"], nlohmann::json(ex3));
+  CHECK_EQ(iod.stop(), 0);
+}
+
+TEST_CASE("iod: --io pread forces the pread pool and serves the same bytes") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  PrivateIod iod(iod_args(model, 8, "pread"), tmp / "run");
+  ipc::ExpertStoreClient client(iod.socket_path());
+  std::vector<uint32_t> ex = {2, 3, 31, 0};
+  auto hs = client.fetch(l0, ex);
+  check_records(c, client, l0, ex, hs);
+  auto s = client.stats();
+  CHECK(s["io_path"].get<std::string>().find("pread") != std::string::npos);
+  CHECK(s["io_path"].get<std::string>().find("forced") != std::string::npos);
+  CHECK_EQ(s["failures"].get<uint64_t>(), 0u);
+}
+
+TEST_CASE("iod: a client killed with -9 loses its pins") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  PrivateIod iod(iod_args(model, 8), tmp / "run");
+  int pipefd[2];
+  REQUIRE(::pipe(pipefd) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Pins every slot, tells the parent, then waits to be killed.
+    ::close(pipefd[0]);
+    try {
+      ipc::ExpertStoreClient victim(iod.socket_path());
+      std::vector<uint32_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
+      auto hs = victim.fetch(l0, all);
+      for (const auto& h : hs) victim.wait(h);
+      char ok = 1;
+      if (::write(pipefd[1], &ok, 1) != 1) ::_exit(2);
+      for (;;) ::pause();
+    } catch (...) {
+      ::_exit(3);
+    }
+  }
+  ::close(pipefd[1]);
+  char ok = 0;
+  REQUIRE_EQ(::read(pipefd[0], &ok, 1), 1);
+  ::close(pipefd[0]);
+  {
+    ipc::ExpertStoreClient client(iod.socket_path());
+    // While the victim lives every slot is pinned.
+    CHECK_THROWS_WITH_AS(client.fetch(l0, std::vector<uint32_t>{20}), doctest::Contains("pinned"), Error);
+  }
+  ::kill(child, SIGKILL);
+  int st;
+  ::waitpid(child, &st, 0);
+  ipc::ExpertStoreClient client(iod.socket_path());
+  auto s = wait_stats(client, [](const nlohmann::json& s) { return s["connections"].get<uint32_t>() == 1; });
+  CHECK_EQ(s["connections"].get<uint32_t>(), 1u);
+  std::vector<uint32_t> other = {20, 21, 22, 23, 24, 25, 26, 27};
+  auto hs = client.fetch(l0, other);  // needs every slot: the victim's pins are gone
+  check_records(c, client, l0, other, hs);
+}
+
+TEST_CASE("iod: SIGTERM removes segment and socket; a restart after kill -9 cleans the stale segment") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  std::string run = tmp / "run";
+  std::string segment;
+  {
+    PrivateIod iod(iod_args(model, 8), run);
+    {
+      ipc::ExpertStoreClient client(iod.socket_path());
+      segment = client.info().segment_name;
+    }
+    CHECK(shm_exists(segment));
+    CHECK(std::filesystem::exists(run + "/iod.sock"));
+    CHECK_EQ(iod.stop(), 0);
+    CHECK_FALSE(shm_exists(segment));
+    CHECK_FALSE(std::filesystem::exists(run + "/iod.sock"));
+  }
+  // kill -9: the segment and socket stay behind ...
+  {
+    PrivateIod iod(iod_args(model, 8), run);
+    pid_t pid = iod.pid();
+    ::kill(pid, SIGKILL);
+    iod.stop();  // reaps it
+    CHECK(shm_exists(segment));
+    CHECK(std::filesystem::exists(run + "/iod.sock"));
+  }
+  // ... and the next start in the same run directory replaces them.
+  PrivateIod iod(iod_args(model, 8), run);
+  ipc::ExpertStoreClient client(iod.socket_path());
+  CHECK_EQ(client.info().segment_name, segment);
+  auto seg = ipc::ShmSegment::open_read_only(segment, client.info().layout, 0);
+  CHECK_EQ(seg.header().iod_pid, uint32_t(iod.pid()));
+  // A second daemon in the same run directory is refused (the instance lock).
+  auto r = run_command(iobench::find_iod_binary() + " --model " + model + " --run-dir " + run + " --slots 8");
+  CHECK_NE(r.status, 0);
+  CHECK(r.output.find("another iod is running") != std::string::npos);
+}
+
+TEST_CASE("iod: a corrupt record fails its fetch with an error naming it; others still work") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const auto& l = c.expert_layers()[1];
+  const uint32_t layer = uint32_t(l.layer), bad = 6;
+  flip_byte(l.bank_path, bad * l.layout.stride + 64 + 100);  // in the payload: checksum mismatch
+  PrivateIod iod(iod_args(model, 8), tmp / "run");
+  ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
+  auto hs = client.fetch(layer, std::vector<uint32_t>{bad, 7});
+  try {
+    client.wait(hs[0], 10'000'000'000);
+    FAIL("a corrupt record came back READY");
+  } catch (const Error& e) {
+    std::string m = e.what();
+    CHECK(m.find("layer " + std::to_string(layer)) != std::string::npos);
+    CHECK(m.find("expert " + std::to_string(bad)) != std::string::npos);
+    CHECK(m.find("checksum") != std::string::npos);
+  }
+  CHECK_EQ(client.state(hs[0]), ipc::SlotState::Failed);
+  check_records(c, client, layer, {7}, {hs[1]});
+  auto hs2 = client.fetch(layer, std::vector<uint32_t>{8, 9}, hs);
+  check_records(c, client, layer, {8, 9}, hs2);
+  auto s = client.stats();
+  CHECK_EQ(s["failures"].get<uint64_t>(), 1u);
+  // Asked again, the record is read again and fails again: never READY with bad bytes.
+  auto hs3 = client.fetch(layer, std::vector<uint32_t>{bad}, hs2);
+  CHECK_THROWS_AS(client.wait(hs3[0], 10'000'000'000), Error);
+}
+
+TEST_CASE("waste iobench replays a trace through a private iod and refuses a trace too big") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const uint32_t L = uint32_t(c.expert_layers().size());
+  // A small routing trace of the container's shape: 20 tokens, top-4 of 32 experts.
+  std::string trace = tmp / "trace.jsonl";
+  {
+    std::ofstream f(trace);
+    for (int t = 0; t < 20; ++t) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (uint32_t l = 0; l < L; ++l) {
+        std::vector<uint32_t> ex;
+        for (uint32_t k = 0; k < 4; ++k) ex.push_back((uint32_t(t) * 3 + l * 5 + k * 7) % 32);
+        layers.push_back(ex);
+      }
+      f << nlohmann::json{{"tok", t}, {"layers", layers}}.dump() << "\n";
+    }
+  }
+  for (std::string io : {"uring", "pread"}) {
+    CAPTURE(io);
+    auto r = run_command(waste_bin() + " iobench " + model + " --trace " + trace + " --qd 4 --io " + io +
+                         " --json --no-raw");
+    INFO(r.output);
+    REQUIRE_EQ(r.status, 0);
+    auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    CHECK_EQ(j["tokens"].get<size_t>(), 20u);
+    CHECK_EQ(j["hits"].get<uint64_t>() + j["misses"].get<uint64_t>(), 20u * L * 4);
+    CHECK_GT(j["bytes_read"].get<uint64_t>(), 0u);
+    CHECK_EQ(j["iod"]["failures"].get<uint64_t>(), 0u);
+  }
+  auto r = run_command(waste_bin() + " iobench " + model + " --trace " + shared_dir() +
+                       "/traces/kimi-linear-300.jsonl --json --no-raw");
+  CHECK_NE(r.status, 0);
+  CHECK(r.output.find("MoE layers") != std::string::npos);
+}

@@ -1,0 +1,150 @@
+// The raw-device reference of `waste iobench`: random whole records read with O_DIRECT at a
+// fixed number in flight, with no cache, no RPC and no checksum, so the ratio iod / raw is
+// what the daemon costs. The page cache plays no part (O_DIRECT).
+#include <fcntl.h>
+#include <liburing.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "shared/container/reader.h"
+#include "shared/util/error.h"
+#include "tools/iobench/replay.h"
+
+namespace waste::iobench {
+
+namespace {
+
+struct Bank {
+  int fd = -1;
+  uint64_t stride = 0;
+  uint32_t experts = 0;
+};
+
+struct Target {
+  uint32_t bank = 0;
+  uint64_t offset = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  size_t i = std::min(v.size() - 1, size_t(q * double(v.size())));
+  std::nth_element(v.begin(), v.begin() + long(i), v.end());
+  return v[i];
+}
+
+}  // namespace
+
+RawResult measure_raw_device(const std::string& model, uint32_t qd, const std::string& io, uint64_t bytes) {
+  Container c = Container::open(model);
+  std::vector<Bank> banks;
+  uint64_t max_stride = 0;
+  for (const auto& l : c.expert_layers()) {
+    int fd = ::open(l.bank_path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    require(fd >= 0, l.bank_path + ": cannot open with O_DIRECT: " + std::strerror(errno));
+    banks.push_back({fd, l.layout.stride, l.expert_count});
+    max_stride = std::max(max_stride, l.layout.stride);
+  }
+  auto close_all = [&] {
+    for (auto& b : banks) ::close(b.fd);
+  };
+  qd = std::max<uint32_t>(1, qd);
+  // Same random sequence every run: uniform over layers, then experts.
+  std::mt19937_64 rng(12345);
+  std::vector<Target> targets;
+  uint64_t planned = 0;
+  while (planned < bytes) {
+    uint32_t b = uint32_t(rng() % banks.size());
+    uint32_t e = uint32_t(rng() % banks[b].experts);
+    targets.push_back({b, uint64_t(e) * banks[b].stride});
+    planned += banks[b].stride;
+  }
+  void* mem = std::aligned_alloc(4096, size_t(qd) * max_stride);
+  require(mem != nullptr, "iobench: cannot allocate raw-read buffers");
+  std::unique_ptr<void, void (*)(void*)> hold(mem, std::free);
+  auto buf = [&](uint32_t i) { return static_cast<uint8_t*>(mem) + uint64_t(i) * max_stride; };
+
+  std::vector<double> lat_us;
+  lat_us.reserve(targets.size());
+  RawResult r;
+  auto t0 = Clock::now();
+  if (io == "uring") {
+    io_uring ring;
+    int rc = io_uring_queue_init(qd, &ring, 0);
+    if (rc < 0) {
+      close_all();
+      throw Error(std::string("iobench: io_uring_queue_init: ") + std::strerror(-rc) + " (use --io pread)");
+    }
+    std::vector<Clock::time_point> start(qd);
+    std::vector<uint32_t> free_bufs;
+    for (uint32_t i = 0; i < qd; ++i) free_bufs.push_back(i);
+    size_t next = 0, done = 0;
+    while (done < targets.size()) {
+      while (next < targets.size() && !free_bufs.empty()) {
+        uint32_t i = free_bufs.back();
+        free_bufs.pop_back();
+        const Target& t = targets[next++];
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        io_uring_prep_read(sqe, banks[t.bank].fd, buf(i), unsigned(banks[t.bank].stride), t.offset);
+        io_uring_sqe_set_data64(sqe, i);
+        start[i] = Clock::now();
+      }
+      io_uring_submit_and_wait(&ring, 1);
+      io_uring_cqe* cqe;
+      unsigned head, seen = 0;
+      io_uring_for_each_cqe(&ring, head, cqe) {
+        ++seen;
+        uint32_t i = uint32_t(io_uring_cqe_get_data64(cqe));
+        if (cqe->res < 0) {
+          io_uring_queue_exit(&ring);
+          close_all();
+          throw Error(std::string("iobench: raw read failed: ") + std::strerror(-cqe->res));
+        }
+        r.bytes += uint64_t(cqe->res);
+        lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start[i]).count());
+        free_bufs.push_back(i);
+        ++done;
+      }
+      io_uring_cq_advance(&ring, seen);
+    }
+    io_uring_queue_exit(&ring);
+  } else {
+    std::atomic<size_t> next{0};
+    std::atomic<uint64_t> total{0};
+    std::vector<std::vector<double>> lats(qd);
+    std::vector<std::thread> threads;
+    for (uint32_t i = 0; i < qd; ++i) {
+      threads.emplace_back([&, i] {
+        for (size_t k; (k = next.fetch_add(1)) < targets.size();) {
+          const Target& t = targets[k];
+          auto s = Clock::now();
+          ssize_t n = ::pread(banks[t.bank].fd, buf(i), banks[t.bank].stride, off_t(t.offset));
+          lats[i].push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+          if (n > 0) total += uint64_t(n);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    r.bytes = total;
+    for (auto& l : lats) lat_us.insert(lat_us.end(), l.begin(), l.end());
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  close_all();
+  r.reads = targets.size();
+  r.gb_per_s = r.seconds > 0 ? double(r.bytes) / r.seconds / 1e9 : 0;
+  r.p50_us = percentile(lat_us, 0.50);
+  r.p99_us = percentile(lat_us, 0.99);
+  return r;
+}
+
+}  // namespace waste::iobench
