@@ -103,7 +103,7 @@ PreTokenizer::PreTokenizer(Pattern p) : pattern_(p) {
                 std::to_string(err_off) + ": " + reinterpret_cast<const char*>(msg));
   }
   // Without JIT (unsupported CPU or build) the interpreter gives the same matches, slower.
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+  jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   code_ = code;
 }
 
@@ -115,7 +115,9 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos < text.size()) {
-    int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data, st.context);
+    // pcre2_jit_match skips the interpreter's option checks: the subject is already validated.
+    int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data, st.context)
+                  : pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data, st.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;  // tiktoken drops unmatched text; these patterns match every character
     if (rc < 0) {
       PCRE2_UCHAR msg[256];

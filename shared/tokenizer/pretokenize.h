@@ -41,6 +41,7 @@ class PreTokenizer {
  private:
   Pattern pattern_;
   void* code_ = nullptr;  // pcre2_code_8*, kept opaque so users need not include pcre2.h
+  bool jit_ = false;      // JIT compiled (else the interpreter gives the same matches, slower)
 };
 
 // The Kimi encode() wrapper (tokenization_kimi.py, after tiktoken issue 195): cut the text into
