@@ -19,6 +19,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace waste::kernel_detail {
@@ -26,6 +27,8 @@ namespace waste::kernel_detail {
 // Tokens handled per pass over W, and columns per block (their activations stay in L2).
 constexpr int64_t kTokenBlock = 64;
 constexpr int64_t kColumnBlock = 512;
+// Rows sharing one column block of activations when there are several token tiles.
+constexpr int64_t kRowBlock = 32;
 
 // Accumulates rows [r0, r0+R) x tokens [0, T) over groups [g_begin, g_end) (+ the tail if
 // with_tail) into acc[r*T + t]. The small loops over rows, tokens and vectors are unrolled
@@ -82,67 +85,73 @@ inline void tile(const D& d, int64_t r0, int64_t g_begin, int64_t g_end, bool wi
     for (int t = 0; t < T; ++t) acc_mem[r * T + t] = acc[r][t];
 }
 
-// One row tile (R rows) against tokens [0, n) of x (row stride cols), y[t*y_stride + row].
-template <class Isa, class D, int R, int T>
-inline void row_tile(const D& d, int64_t r0, const float* x, int64_t n, int64_t x_stride, float* y,
-                     int64_t y_stride, typename Isa::V* acc) {
-  static_assert(T >= 1 && T <= 4, "token tiles of 1 to 4");
-  using V = typename Isa::V;
-  const int64_t block_groups = std::max<int64_t>(1, kColumnBlock / d.group_cols);
-  const int64_t tiles = (n + T - 1) / T;
-  for (int64_t i = 0; i < tiles * R * T; ++i) acc[i] = Isa::zero();
-  const int64_t blocks = std::max<int64_t>(1, (d.groups + block_groups - 1) / block_groups);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t g = b * block_groups;
-    const int64_t g_end = std::min(d.groups, g + block_groups);
-    const bool last = b + 1 == blocks;
-    for (int64_t j = 0; j < tiles; ++j) {
-      const int64_t t0 = j * T;
-      const float* xt = x + t0 * x_stride;
-      V* a = acc + j * R * T;
-      const int64_t tn = std::min<int64_t>(T, n - t0);
-      if (tn == T) {
-        tile<Isa, D, R, T>(d, r0, g, g_end, last, xt, x_stride, a);
-      } else if (tn == 1) {
-        tile<Isa, D, R, 1>(d, r0, g, g_end, last, xt, x_stride, a);
-      } else if (tn == 2) {
-        if constexpr (T > 2) tile<Isa, D, R, 2>(d, r0, g, g_end, last, xt, x_stride, a);
-      } else {
-        if constexpr (T > 3) tile<Isa, D, R, 3>(d, r0, g, g_end, last, xt, x_stride, a);
-      }
-    }
-  }
-  for (int64_t j = 0; j < tiles; ++j) {
-    const int64_t t0 = j * T;
-    const int64_t tn = std::min<int64_t>(T, n - t0);
-    for (int r = 0; r < R; ++r)
-      for (int64_t t = 0; t < tn; ++t) y[(t0 + t) * y_stride + r0 + r] = Isa::sum(acc[j * R * T + r * tn + t]);
-  }
-}
-
-// Rows [row_begin, row_end) for n tokens: token blocks outermost so W is read from memory
-// once per kTokenBlock tokens; within a block, row tiles of RowTile rows (one row at a time
-// for the remainder) and token tiles of TokenTile.
+// Rows [row_begin, row_end) for n tokens. Token blocks of kTokenBlock are outermost, so W is
+// read from memory once per block. Within a token block, rows go in blocks of `row_block`
+// (whole row tiles); within those, column blocks of about kColumnBlock, and inside a column
+// block every row tile x token tile. So the activations of one column block (at most
+// kTokenBlock x kColumnBlock floats) are reused by all rows of a row block while they are in
+// L2. For a single token tile the row block is one row tile (4 long streams over W).
 template <class Isa, class D, int RowTile, int TokenTile>
 void run_rows(const D& d, const float* x, int64_t n, int64_t cols, float* y, int64_t rows, int64_t row_begin,
               int64_t row_end) {
+  static_assert(TokenTile >= 1 && TokenTile <= 4, "token tiles of 1 to 4");
   using V = typename Isa::V;
-  const int64_t block = std::min(n, kTokenBlock);
-  const int64_t tiles = (block + TokenTile - 1) / TokenTile;
-  // Parked accumulators; a vector of 64-byte slots because std::vector<__m256> drops the
-  // type's alignment attribute.
+  constexpr int64_t kTile = RowTile * TokenTile;
+  const int64_t row_block = n <= TokenTile ? RowTile : kRowBlock / RowTile * RowTile;
+  const int64_t token_tiles = (std::min(n, kTokenBlock) + TokenTile - 1) / TokenTile;
+  // Parked accumulators, one slot of kTile vectors per (row tile or leftover row, token
+  // tile); a vector of 64-byte slots because std::vector<__m256> drops the alignment.
   struct alignas(64) Slot { float f[16]; };
   static_assert(sizeof(V) <= sizeof(Slot));
-  std::vector<Slot> slots(size_t(tiles * RowTile * TokenTile));
+  std::vector<Slot> slots(size_t(row_block * token_tiles * kTile));
   V* acc = reinterpret_cast<V*>(slots.data());
+  const int64_t block_groups = std::max<int64_t>(1, kColumnBlock / d.group_cols);
+  const int64_t col_blocks = std::max<int64_t>(1, (d.groups + block_groups - 1) / block_groups);
+
   for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
     const int64_t tn = std::min(kTokenBlock, n - t0);
+    const int64_t tiles = (tn + TokenTile - 1) / TokenTile;
     const float* xb = x + t0 * cols;
     float* yb = y + t0 * rows;
-    int64_t r = row_begin;
-    for (; r + RowTile <= row_end; r += RowTile)
-      row_tile<Isa, D, RowTile, TokenTile>(d, r, xb, tn, cols, yb, rows, acc);
-    for (; r < row_end; ++r) row_tile<Isa, D, 1, TokenTile>(d, r, xb, tn, cols, yb, rows, acc);
+    for (int64_t rb = row_begin; rb < row_end; rb += row_block) {
+      const int64_t re = std::min(row_end, rb + row_block);
+      const int64_t full_end = rb + (re - rb) / RowTile * RowTile;
+      // Slot index of row r's tile: full tiles by tile number, leftover rows one each after.
+      auto slot = [&](int64_t r, int64_t j) {
+        const int64_t unit = r < full_end ? (r - rb) / RowTile : (full_end - rb) / RowTile + (r - full_end);
+        return acc + (unit * tiles + j) * kTile;
+      };
+      for (int64_t i = 0; i < (re - rb) * tiles * kTile; ++i) acc[i] = Isa::zero();
+      for (int64_t b = 0; b < col_blocks; ++b) {
+        const int64_t g = b * block_groups;
+        const int64_t g_end = std::min(d.groups, g + block_groups);
+        const bool last = b + 1 == col_blocks;
+        for (int64_t j = 0; j < tiles; ++j) {
+          const float* xt = xb + j * TokenTile * cols;
+          const int64_t tt = std::min<int64_t>(TokenTile, tn - j * TokenTile);
+          auto run = [&](auto rows_c, int64_t r) {
+            constexpr int R = decltype(rows_c)::value;
+            V* a = slot(r, j);
+            if (tt == TokenTile) tile<Isa, D, R, TokenTile>(d, r, g, g_end, last, xt, cols, a);
+            else if (tt == 1) tile<Isa, D, R, 1>(d, r, g, g_end, last, xt, cols, a);
+            else if (tt == 2) { if constexpr (TokenTile > 2) tile<Isa, D, R, 2>(d, r, g, g_end, last, xt, cols, a); }
+            else { if constexpr (TokenTile > 3) tile<Isa, D, R, 3>(d, r, g, g_end, last, xt, cols, a); }
+          };
+          for (int64_t r = rb; r < full_end; r += RowTile) run(std::integral_constant<int, RowTile>{}, r);
+          for (int64_t r = full_end; r < re; ++r) run(std::integral_constant<int, 1>{}, r);
+        }
+      }
+      // Lanes added once per (row, token); a tile of R rows x tt tokens stores acc[r*tt + t].
+      for (int64_t j = 0; j < tiles; ++j) {
+        const int64_t tt = std::min<int64_t>(TokenTile, tn - j * TokenTile);
+        for (int64_t r = rb; r < re; ++r) {
+          const bool in_tile = r < full_end;
+          const V* a = slot(in_tile ? rb + (r - rb) / RowTile * RowTile : r, j);
+          const int64_t rr = in_tile ? (r - rb) % RowTile : 0;
+          for (int64_t t = 0; t < tt; ++t) yb[(j * TokenTile + t) * rows + r] = Isa::sum(a[rr * tt + t]);
+        }
+      }
+    }
   }
 }
 

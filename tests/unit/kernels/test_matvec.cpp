@@ -130,7 +130,7 @@ TEST_CASE("matmul equals matvec per token bit for bit on every path") {
   std::mt19937 rng(4);
   ThreadPool pool(3);
   for (TensorFormat f : kFormats) {
-    const Shape shapes[] = {{17, quantized(f) ? 640 : 650, 64}, {6, quantized(f) ? 96 : 40, 32}};
+    const Shape shapes[] = {{17, quantized(f) ? 640 : 650, 64}, {6, quantized(f) ? 96 : 40, 32}, {75, 128, 32}};
     for (const Shape& s : shapes) {
       StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
       for (int64_t n : {1, 2, 3, 4, 5, 8, 67}) {
