@@ -24,8 +24,11 @@ struct MatrixView {
 // is computed by one thread in a fixed order, so y does not depend on the thread count.
 // Must not be called from inside a parallel_for body of the same pool.
 void matvec(const MatrixView& w, const float* x, float* y);
-// y[t][rows] = W x[t][cols] for n tokens; reads W once for all tokens. On every path each
-// y[t] is bit-identical to matvec(w, x[t]).
+// y[t][rows] = W x[t][cols] for n tokens; reads W from memory once per 64 tokens. On every
+// path each y[t] is bit-identical to matvec(w, x[t]) (same per-row summation order).
+// Across paths results differ in the last bits: scalar sums in double, AVX2 in 8 f32 lanes,
+// AVX-512 in 16 (all decode weights exactly; they agree exactly when every product and
+// partial sum is representable in f32).
 void matmul(const MatrixView& w, const float* x, int64_t n, float* y);
 // The same on a given pool (always split over it, whatever the size).
 void matvec(const MatrixView& w, const float* x, float* y, ThreadPool& pool);
