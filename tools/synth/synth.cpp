@@ -11,6 +11,7 @@
 #include "shared/util/progress.h"
 #include "shared/util/random.h"
 #include "shared/util/thread_pool.h"
+#include "tools/synth/synth_tokenizer.h"
 
 namespace waste {
 
@@ -202,6 +203,8 @@ void synthesize(const SynthOptions& o) {
     w.end_layer();
   }
   p.finish();
+  SynthTokenizer tokenizer = synth_tokenizer(c);
+  w.set_tokenizer(tokenizer.ranks_text, tokenizer.config_json);
   w.finish();
 }
 
