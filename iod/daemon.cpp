@@ -112,7 +112,8 @@ int run_daemon(const DaemonOptions& o) {
     require(!layers.empty(), o.model + ": no MoE layers, nothing for iod to serve");
     g = cache::CacheGeometry(layers, experts, uint32_t(std::max(1, container.config().top_k)));
   }
-  CacheBudget budget = plan_cache(o.budget, o.slots, g, ipc::segment_layout(1, largest).slot_bytes);
+  CacheBudget budget = plan_cache(container, o.budget, o.slots, ipc::segment_layout(1, largest).slot_bytes, g.top_k(),
+                                  g.key_count());
   spdlog::info("iod: {} ({} MoE layers x {} experts), cache {}", o.model, g.moe_layer_count(),
                g.experts_per_layer(), budget.breakdown);
 

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"waste-iod: serves a container's experts from NVMe through a shared-memory cache"};
   app.add_option("--model", o.model, "container directory (.waste)")->required();
   app.add_option("--run-dir", o.run_dir, "run directory (socket, lock; created 0700)")->required();
-  app.add_option("--budget", o.budget, "cache size in bytes (4G, 900M, ...) or auto");
+  app.add_option("--budget", o.budget, "memory budget in bytes (48G, ...; split by the memory planner) or auto");
   app.add_option("--slots", o.slots, "exact number of cache slots (overrides --budget)");
   app.add_option("--io", o.io, "uring (falls back to pread when unavailable) or pread")
       ->check(CLI::IsMember({"uring", "pread"}));

@@ -169,10 +169,11 @@ void Store::start_read(uint32_t slot, ExpertKey key, bool demand, bool evicted, 
 void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns) {
   std::string why;
   const ExpertLayerInfo* l = container_.expert_layer(int(job.layer));
+  const std::string who = "layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": ";
   if (result < 0) {
-    why = "read error (" + std::string(std::strerror(int(-result))) + ") at offset " + std::to_string(job.offset);
+    why = who + "read error (" + std::string(std::strerror(int(-result))) + ") at offset " + std::to_string(job.offset);
   } else if (uint64_t(result) < job.bytes) {
-    why = "short read: " + std::to_string(result) + " of " + std::to_string(job.bytes) + " bytes at offset " +
+    why = who + "short read: " + std::to_string(result) + " of " + std::to_string(job.bytes) + " bytes at offset " +
           std::to_string(job.offset);
   } else {
     // Header against the manifest always, and the xxh3 payload checksum on every read.
@@ -182,7 +183,7 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
   if (why.empty()) {
     e.word.store(ipc::make_state_word(SlotState::Ready, job.generation), std::memory_order_release);
   } else {
-    spdlog::error("iod: {}: layer {} expert {}: {}", l->bank_path, job.layer, job.expert, why);
+    spdlog::error("iod: {}: {}", l->bank_path, why);
     std::snprintf(e.error, ipc::kSlotErrorBytes, "%s", why.c_str());
     e.word.store(ipc::make_state_word(SlotState::Failed, job.generation), std::memory_order_release);
   }
