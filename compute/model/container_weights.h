@@ -11,14 +11,15 @@
 
 #include "compute/model/weights.h"
 #include "shared/container/reader.h"
+#include "shared/util/file.h"
 
 namespace waste {
 
 class TrunkWeights : public WeightSource {
  public:
   // Both must outlive this object. The embedding may be skipped by the trunk (it is read
-  // from disk a row at a time).
-  TrunkWeights(const Container& container, const Trunk& trunk) : container_(container), trunk_(trunk) {}
+  // from disk a row at a time through one descriptor kept open for the object's life).
+  TrunkWeights(const Container& container, const Trunk& trunk);
   MatrixView matrix(const std::string& name) const override;
   std::span<const float> vector(const std::string& name) const override;
   void embedding_row(int64_t token, float* out) const override;
@@ -26,6 +27,9 @@ class TrunkWeights : public WeightSource {
  private:
   const Container& container_;
   const Trunk& trunk_;
+  File trunk_file_;
+  const TensorInfo* embed_ = nullptr;
+  uint64_t embed_rows_ = 0, embed_cols_ = 0;
 };
 
 class ContainerExperts : public ExpertSource {
@@ -34,11 +38,13 @@ class ContainerExperts : public ExpertSource {
   explicit ContainerExperts(const Container& container, uint64_t max_cached_bytes = 1ull << 30)
       : container_(container), max_bytes_(max_cached_bytes) {}
   ExpertView expert(int layer, int expert) override;
+  ExpertSourceStats stats() const override;
 
  private:
   const Container& container_;
   uint64_t max_bytes_, cached_bytes_ = 0;
-  std::mutex mutex_;
+  ExpertSourceStats stats_;
+  mutable std::mutex mutex_;
   struct FreeAligned {
     void operator()(uint8_t* p) const;
   };

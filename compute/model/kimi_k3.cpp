@@ -46,6 +46,7 @@ void Model::run_k3_decoder(Session& s, float* h, int64_t n, std::vector<float>* 
       prefix = out;
     else
       for (size_t i = 0; i < size; ++i) prefix[i] += out[i];
+    prefetch_next(L, prefix.data(), n);
 
     attn_res_rows(blocks, prefix.data(), l.mlp_res, n, D, eps, mixed.data());
     for (int64_t t = 0; t < n; ++t) rmsnorm(&mixed[size_t(t) * D], l.post_norm.data(), D, eps, &normed[size_t(t) * D]);

@@ -1,8 +1,11 @@
 #include "compute/model/model.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "compute/model/ops.h"
+#include "compute/model/router.h"
 #include "shared/util/error.h"
 
 namespace waste {
@@ -145,19 +148,53 @@ Session Model::new_session(int64_t max_ctx) const {
 }
 
 void Model::attention(int L, Session& s, const float* x, int64_t n, float* y) const {
+  PhaseClock clock(profile_);
   const Layer& l = layers_[size_t(L)];
   if (l.is_mla)
     mla_forward(config_, l.mla, rope_, softmax_scale_, s.layers_[size_t(L)].mla, s.max_ctx_, s.position_, x, n, y);
   else
     kda_forward(config_, l.kda, s.layers_[size_t(L)].kda, x, n, y);
+  clock.lap(&PhaseTimes::attention);
 }
 
 void Model::feed_forward(int L, const float* x, int64_t n, float* y) const {
   const Layer& l = layers_[size_t(L)];
-  if (l.is_moe)
-    moe_forward(config_, L, l.moe, *experts_, x, n, y);
-  else
+  if (l.is_moe) {
+    moe_forward(config_, L, l.moe, *experts_, x, n, y, profile_);
+  } else {
+    PhaseClock clock(profile_);
     mlp_forward(config_, l.dense, x, n, y);
+    clock.lap(&PhaseTimes::mlp);
+  }
+}
+
+void Model::prefetch_next(int L, const float* h, int64_t n) const {
+  if (lookahead_ <= 0 || L + 1 >= config_.n_layers || !layers_[size_t(L + 1)].is_moe) return;
+  PhaseClock clock(profile_);
+  const Layer& next = layers_[size_t(L + 1)];
+  const int D = config_.hidden;
+  // The next layer's router on the next layer's norm of the current stream: close to what it
+  // will see (the MLP input differs by this layer's MLP output), good enough for a hint.
+  ModelConfig c = config_;
+  c.top_k = std::min(lookahead_, c.n_experts);
+  std::vector<float> normed(size_t(n) * D);
+  for (int64_t t = 0; t < n; ++t) rmsnorm(h + t * D, next.post_norm.data(), D, config_.rms_eps, &normed[size_t(t) * D]);
+  std::vector<int> chosen(size_t(n) * c.top_k);
+  std::vector<float> weight(chosen.size());
+  route(c, next.moe.router, normed.data(), n, chosen.data(), weight.data());
+  // Best first: rank by position in each token's list, then by id.
+  std::vector<int> order;
+  std::vector<bool> seen(size_t(config_.n_experts), false);
+  for (int j = 0; j < c.top_k; ++j)
+    for (int64_t t = 0; t < n; ++t) {
+      const int e = chosen[size_t(t * c.top_k + j)];
+      if (!seen[size_t(e)]) {
+        seen[size_t(e)] = true;
+        order.push_back(e);
+      }
+    }
+  experts_->prefetch(L + 1, order);
+  clock.lap(&PhaseTimes::router);
 }
 
 void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows,
@@ -167,6 +204,7 @@ void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, 
   require(int64_t(s.layers_.size()) == config_.n_layers, "forward: session was not made by this model");
   require(s.position_ + n <= s.max_ctx_, "forward: " + std::to_string(s.position_ + n) +
                                              " tokens exceed the session context of " + std::to_string(s.max_ctx_));
+  PhaseClock clock(profile_);
   std::vector<float> h(size_t(n * D));
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = tokens[size_t(t)];
@@ -175,12 +213,14 @@ void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, 
     weights_->embedding_row(id, &h[size_t(t * D)]);
   }
   if (layer_hidden) layer_hidden->assign(size_t(config_.n_layers * n * D), 0.0f);
+  clock.lap(&PhaseTimes::embed);
 
   if (config_.arch == Arch::KimiK3)
     run_k3_decoder(s, h.data(), n, layer_hidden);
   else
     run_residual_decoder(s, h.data(), n, layer_hidden);
   s.position_ += n;
+  clock.lap(&PhaseTimes::other);
 
   // Only the rows asked for go through the final norm and the (large) output head.
   const int64_t first = rows == LogitRows::All ? 0 : n - 1;
@@ -188,6 +228,7 @@ void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, 
   for (int64_t t = first; t < n; ++t)
     rmsnorm(&h[size_t(t * D)], final_norm_.data(), int(D), config_.rms_eps, &normed[size_t((t - first) * D)]);
   matmul(lm_head_, normed.data(), n - first, logits);
+  clock.lap(&PhaseTimes::head);
 }
 
 }  // namespace waste

@@ -15,6 +15,7 @@
 #include "compute/model/attn_res.h"
 #include "compute/model/kda.h"
 #include "compute/model/mla.h"
+#include "compute/model/profile.h"
 #include "compute/model/moe.h"
 #include "compute/model/rope.h"
 #include "compute/model/session.h"
@@ -43,6 +44,14 @@ class Model {
   void forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows = LogitRows::Last,
                std::vector<float>* layer_hidden = nullptr) const;
 
+  // Lookahead: after layer L's attention, layer L+1's router runs on the current hidden state
+  // and its top `n` experts per token are sent to ExpertSource::prefetch (0: off). A hint
+  // only; the real router still decides.
+  void set_lookahead(int n) { lookahead_ = n; }
+  int lookahead() const { return lookahead_; }
+  // Adds each forward's phase times to *p (nullptr: off).
+  void set_profile(PhaseTimes* p) { profile_ = p; }
+
  private:
   struct Layer {
     bool is_mla = true;
@@ -60,6 +69,8 @@ class Model {
   // The token mixer and the feed-forward block of layer L on n normalised rows [n, D].
   void attention(int L, Session& s, const float* x, int64_t n, float* y) const;
   void feed_forward(int L, const float* x, int64_t n, float* y) const;
+  // Lookahead hint for layer L+1 from hidden rows h [n, D] (no-op when off or not MoE).
+  void prefetch_next(int L, const float* h, int64_t n) const;
 
   // DeepSeek-V3 / K2 and Kimi-Linear: one pre-norm residual stream (residual_decoder.cpp).
   void run_residual_decoder(Session& s, float* h, int64_t n, std::vector<float>* layer_hidden) const;
@@ -75,6 +86,8 @@ class Model {
   std::span<const float> final_norm_;
   AttnResWeights output_res_;  // K3
   MatrixView lm_head_;
+  int lookahead_ = 0;
+  PhaseTimes* profile_ = nullptr;
 };
 
 }  // namespace waste

@@ -21,12 +21,29 @@ void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int6
   matmul(w.down, gate.data(), n, y);
 }
 
+namespace {
+
+// Ends the layer's expert batch on every exit path (releases whatever is still held).
+struct LayerBatchGuard {
+  ExpertSource& src;
+  ~LayerBatchGuard() {
+    try {
+      src.end_layer();
+    } catch (...) {  // a release that fails (iod gone) must not mask the original error
+    }
+  }
+};
+
+}  // namespace
+
 void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
-                 int64_t n, float* y) {
+                 int64_t n, float* y, PhaseTimes* prof) {
+  PhaseClock clock(prof);
   const int D = c.hidden, k = c.top_k;
   std::vector<int> chosen(size_t(n) * k);
   std::vector<float> weight(size_t(n) * k);
   route(c, w.router, x, n, chosen.data(), weight.data());
+  clock.lap(&PhaseTimes::router);
 
   // Routed experts read z: x itself, or its latent projection (K3).
   const bool latent = w.latent_down.rows > 0;
@@ -39,28 +56,45 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     z = z_latent.data();
   }
 
-  // Tokens per expert, in ascending expert order so the summation order per token does not
-  // depend on how tokens were batched.
+  // Tokens per expert, in ascending expert order: the union of the batch's experts is fetched
+  // once and each expert runs on all of its tokens at once.
   std::map<int, std::vector<std::pair<int64_t, float>>> users;
   for (int64_t t = 0; t < n; ++t)
     for (int j = 0; j < k; ++j) users[chosen[size_t(t * k + j)]].push_back({t, weight[size_t(t * k + j)]});
   std::vector<int> ids;
-  for (const auto& [e, u] : users) ids.push_back(e);
-  experts.prefetch(layer, ids);
+  std::vector<size_t> first_row;  // expert i's outputs start at row first_row[i] of `contrib`
+  size_t total_rows = 0;
+  for (const auto& [e, u] : users) {
+    ids.push_back(e);
+    first_row.push_back(total_rows);
+    total_rows += u.size();
+  }
+  std::vector<const std::vector<std::pair<int64_t, float>>*> user_list;
+  for (const auto& [e, u] : users) user_list.push_back(&u);
+  clock.lap(&PhaseTimes::mlp);
 
-  std::vector<float> acc(size_t(n) * Z, 0.0f), in, out, wts;
+  // Experts arrive in any order (completion order through iod). Each writes its weighted
+  // outputs into its own rows of `contrib`; the sum below runs in ascending expert order, so
+  // the result never depends on arrival order, cache state or prefetching.
+  std::vector<float> contrib(total_rows * size_t(Z)), in, out, wts;
   std::vector<int64_t> rows;
   std::unique_ptr<RvqExpertBatch> rvq;
-  for (const auto& [e, u] : users) {
-    const ExpertView v = experts.expert(layer, e);
-    if (v.hidden != Z || v.intermediate != c.moe_intermediate) {
-      experts.release(layer, e);
-      throw Error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " has shape hidden " +
-                  std::to_string(v.hidden) + " x inner " + std::to_string(v.intermediate) + ", expected " +
-                  std::to_string(Z) + " x " + std::to_string(c.moe_intermediate));
-    }
-    const int64_t m = int64_t(u.size());
-    try {
+  {
+    LayerBatchGuard guard{experts};
+    experts.fetch_layer(layer, ids);
+    for (;;) {
+      ExpertView v;
+      const int i = experts.next_ready(v);
+      clock.lap(&PhaseTimes::fetch_wait);
+      if (i < 0) break;
+      const int e = ids[size_t(i)];
+      if (v.hidden != Z || v.intermediate != c.moe_intermediate)
+        throw Error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " has shape hidden " +
+                    std::to_string(v.hidden) + " x inner " + std::to_string(v.intermediate) + ", expected " +
+                    std::to_string(Z) + " x " + std::to_string(c.moe_intermediate));
+      const auto& u = *user_list[size_t(i)];
+      const int64_t m = int64_t(u.size());
+      float* dst = &contrib[first_row[size_t(i)] * size_t(Z)];
       if (v.format == TensorFormat::VQ3R) {
         // Compressed experts go through the RVQ lookup-table kernels; each token's tables are
         // built once per layer and shared by all experts it chose.
@@ -70,27 +104,33 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
         }
         rows.resize(size_t(m));
         wts.resize(size_t(m));
-        for (int64_t i = 0; i < m; ++i) {
-          rows[size_t(i)] = u[size_t(i)].first;
-          wts[size_t(i)] = u[size_t(i)].second;
+        for (int64_t r = 0; r < m; ++r) {
+          rows[size_t(r)] = u[size_t(r)].first;
+          wts[size_t(r)] = u[size_t(r)].second;
         }
-        rvq->apply(v, rows.data(), wts.data(), m, acc.data());
+        rvq->apply_rows(v, rows.data(), wts.data(), m, dst);
       } else {
         in.resize(size_t(m) * Z);
         out.resize(size_t(m) * Z);
-        for (int64_t i = 0; i < m; ++i) std::copy_n(z + size_t(u[size_t(i)].first) * Z, Z, &in[size_t(i) * Z]);
+        for (int64_t r = 0; r < m; ++r) std::copy_n(z + size_t(u[size_t(r)].first) * Z, Z, &in[size_t(r) * Z]);
         apply_lossless_expert(c, v, in.data(), m, out.data());
-        for (int64_t i = 0; i < m; ++i) {
-          float* a = &acc[size_t(u[size_t(i)].first) * Z];
-          const float wt = u[size_t(i)].second;
-          for (int d = 0; d < Z; ++d) a[d] += wt * out[size_t(i) * Z + d];
+        for (int64_t r = 0; r < m; ++r) {
+          const float wt = u[size_t(r)].second;
+          for (int d = 0; d < Z; ++d) dst[size_t(r) * Z + d] = wt * out[size_t(r) * Z + d];
         }
       }
-    } catch (...) {
-      experts.release(layer, e);
-      throw;
+      clock.lap(&PhaseTimes::experts);
     }
-    experts.release(layer, e);
+  }
+
+  std::vector<float> acc(size_t(n) * Z, 0.0f);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto& u = *user_list[i];
+    for (size_t r = 0; r < u.size(); ++r) {
+      float* a = &acc[size_t(u[r].first) * Z];
+      const float* src = &contrib[(first_row[i] + r) * size_t(Z)];
+      for (int d = 0; d < Z; ++d) a[d] += src[d];
+    }
   }
 
   if (latent) {
@@ -108,6 +148,7 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     mlp_forward(c, w.shared, x, n, s.data());
     for (size_t i = 0; i < s.size(); ++i) y[i] += s[i];
   }
+  clock.lap(&PhaseTimes::mlp);
 }
 
 }  // namespace waste

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 
+#include "compute/model/profile.h"
 #include "compute/model/router.h"
 #include "compute/model/weights.h"
 #include "shared/kernels/matvec.h"
@@ -28,7 +29,10 @@ void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int6
 
 // Routes all n tokens, then applies each chosen expert once to all of its tokens (one
 // matmul per matrix and expert), accumulating the weighted outputs. x, y: [n, D].
+// Experts come through ExpertSource's batch protocol (fetch the union once, apply in arrival
+// order, sum in ascending expert order: bit-identical whatever the arrival order). prof, when
+// given, collects router / fetch wait / expert kernel / other MLP time.
 void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
-                 int64_t n, float* y);
+                 int64_t n, float* y, PhaseTimes* prof = nullptr);
 
 }  // namespace waste

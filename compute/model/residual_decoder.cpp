@@ -19,6 +19,7 @@ void Model::run_residual_decoder(Session& s, float* h, int64_t n, std::vector<fl
     for (int64_t t = 0; t < n; ++t) rmsnorm(h + t * D, l.input_norm.data(), D, config_.rms_eps, &normed[size_t(t) * D]);
     attention(L, s, normed.data(), n, out.data());
     for (size_t i = 0; i < size; ++i) h[i] += out[i];
+    prefetch_next(L, h, n);
 
     for (int64_t t = 0; t < n; ++t) rmsnorm(h + t * D, l.post_norm.data(), D, config_.rms_eps, &normed[size_t(t) * D]);
     feed_forward(L, normed.data(), n, out.data());

@@ -1,5 +1,6 @@
 #include "compute/model/rvq_experts.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,17 @@ void RvqExpertBatch::set_inputs(const float* z, int64_t n, int hidden) {
 
 void RvqExpertBatch::apply(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* acc) {
   Impl& s = *impl_;
+  s.out.resize(size_t(m) * size_t(s.hidden));
+  apply_rows(v, rows, weights, m, s.out.data());
+  for (int64_t i = 0; i < m; ++i) {
+    float* a = acc + rows[i] * s.hidden;
+    const float* o = &s.out[size_t(i) * s.hidden];
+    for (int d = 0; d < s.hidden; ++d) a[d] += o[d];
+  }
+}
+
+void RvqExpertBatch::apply_rows(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out) {
+  Impl& s = *impl_;
   require(v.hidden == s.hidden, "VQ3R expert of width " + std::to_string(v.hidden) + " applied to rows of width " +
                                     std::to_string(s.hidden));
   if (v.codebooks != s.books) {  // a layer shares its books; new books mean new tables
@@ -56,13 +68,8 @@ void RvqExpertBatch::apply(const ExpertView& v, const int64_t* rows, const float
     }
     s.selected[size_t(i)] = &s.tables[size_t(r)];
   }
-  s.out.assign(size_t(m) * s.hidden, 0.0f);
-  apply_expert_batch(v, s.selected.data(), weights, int(m), s.act, s.scratch, s.out.data());
-  for (int64_t i = 0; i < m; ++i) {
-    float* a = acc + rows[i] * s.hidden;
-    const float* o = &s.out[size_t(i) * s.hidden];
-    for (int d = 0; d < s.hidden; ++d) a[d] += o[d];
-  }
+  std::fill(out, out + size_t(m) * size_t(s.hidden), 0.0f);
+  apply_expert_batch(v, s.selected.data(), weights, int(m), s.act, s.scratch, out);
 }
 
 }  // namespace waste

@@ -21,6 +21,8 @@ class RvqExpertBatch {
   void set_inputs(const float* z, int64_t n, int hidden);
   // acc[rows[i] * hidden ...] += weights[i] * expert(z[rows[i]]) for i < m.
   void apply(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* acc);
+  // out[i * hidden ...] = weights[i] * expert(z[rows[i]]) for i < m (overwritten, not added).
+  void apply_rows(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out);
 
  private:
   struct Impl;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "shared/container/expert_view.h"
 #include "shared/kernels/matvec.h"
@@ -25,6 +26,11 @@ class WeightSource {
   virtual void embedding_row(int64_t token, float* out) const = 0;
 };
 
+// Counters of an expert source: records found in its cache, records it had to read.
+struct ExpertSourceStats {
+  uint64_t hits = 0, misses = 0, bytes_read = 0;
+};
+
 // Routed experts. In the engine the views point into iod's shared-memory slots, so a view
 // is only valid between expert() and release() of the same (layer, expert).
 class ExpertSource {
@@ -35,6 +41,24 @@ class ExpertSource {
   // A hint that these experts of `layer` are about to be asked for (lookahead). Never
   // changes results.
   virtual void prefetch(int layer, std::span<const int> experts) {}
+
+  // The batch protocol the MoE layer uses: fetch_layer() asks for all of `experts` at once
+  // (ascending ids); next_ready() hands them out one at a time in whatever order they become
+  // available, returning the index into `experts` (-1 once all were handed out); a view stays
+  // valid until the next next_ready() or end_layer() call, which releases it. The defaults
+  // serve them in order through expert() and release(); the iod source overrides them to
+  // consume slots in completion order.
+  virtual void fetch_layer(int layer, std::span<const int> experts);
+  virtual int next_ready(ExpertView& view);
+  virtual void end_layer();
+
+  virtual ExpertSourceStats stats() const { return {}; }
+
+ private:
+  int batch_layer_ = -1;
+  std::vector<int> batch_;
+  size_t batch_next_ = 0;
+  int batch_held_ = -1;  // index handed out and not yet released
 };
 
 }  // namespace waste

@@ -1,0 +1,73 @@
+// Routed experts from a running iod (DESIGN.md 2, 6): per MoE layer one `fetch` of all the
+// layer's experts (the previous layer's pins released on the same call), then each expert is
+// handed to the model as soon as its slot turns READY, in completion order, as a view straight
+// into the read-only shared segment (no copy). Lookahead hints go out as `prefetch`.
+//
+// A layer needing more experts than the cache has slots (a big prefill chunk on a small
+// budget) is fetched in groups of at most `max_group` experts, each group released before the
+// next is fetched. Results never depend on this: moe_forward sums in ascending expert order.
+//
+// If iod goes away while we wait for a slot, the wait notices within `liveness_ms` (an RPC
+// ping fails) and the request throws an Error naming the socket; nothing hangs.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compute/model/weights.h"
+#include "shared/container/reader.h"
+#include "shared/ipc/expert_store_client.h"
+
+namespace waste {
+
+class IodExperts : public ExpertSource {
+ public:
+  // Connects to iod's socket and attaches (checking it serves this container).
+  IodExperts(const Container& container, const std::string& socket_path, int liveness_ms = 200);
+  ~IodExperts() override;
+
+  // Single-expert access (tests, tools): fetch, wait, view; release() unpins.
+  ExpertView expert(int layer, int expert) override;
+  void release(int layer, int expert) override;
+  void prefetch(int layer, std::span<const int> experts) override;
+
+  void fetch_layer(int layer, std::span<const int> experts) override;
+  int next_ready(ExpertView& view) override;
+  void end_layer() override;
+
+  // iod's daemon-wide counters (hits, misses, bytes read); differences over a request are its own
+  // when this is the only client.
+  ExpertSourceStats stats() const override;
+  ipc::ExpertStoreClient& client() { return *client_; }
+  uint32_t slot_count() const { return client_->info().layout.slot_count; }
+  // Sends pending releases now (otherwise they ride on the next fetch).
+  void flush_releases();
+
+ private:
+  const float* codebooks(int layer);
+  ExpertView view_of(int layer, int expert, ipc::SlotHandle h);
+  void start_group();
+  std::vector<ipc::SlotHandle> fetch_retrying(uint32_t layer, std::span<const uint32_t> ids);
+  const uint8_t* wait_alive(ipc::SlotHandle h);
+
+  const Container& container_;
+  std::string socket_;
+  int liveness_ms_;
+  std::unique_ptr<ipc::ExpertStoreClient> client_;
+  std::map<int, std::vector<float>> codebooks_;
+  std::vector<ipc::SlotHandle> to_release_;  // piggy-backed on the next fetch
+
+  // The layer batch in progress.
+  int layer_ = -1;
+  std::vector<int> experts_;
+  size_t group_begin_ = 0, group_end_ = 0;
+  std::vector<ipc::SlotHandle> handles_;  // of the current group
+  std::vector<bool> handed_;              // of the current group
+  size_t left_in_group_ = 0;
+  std::map<std::pair<int, int>, ipc::SlotHandle> singles_;  // expert() handles until release()
+};
+
+}  // namespace waste

@@ -1,0 +1,32 @@
+// The default batch protocol of ExpertSource: in order, one expert() at a time.
+#include "compute/model/weights.h"
+
+namespace waste {
+
+void ExpertSource::fetch_layer(int layer, std::span<const int> experts) {
+  end_layer();  // a previous batch left open is released first
+  batch_layer_ = layer;
+  batch_.assign(experts.begin(), experts.end());
+  batch_next_ = 0;
+}
+
+int ExpertSource::next_ready(ExpertView& view) {
+  if (batch_held_ >= 0) {
+    release(batch_layer_, batch_[size_t(batch_held_)]);
+    batch_held_ = -1;
+  }
+  if (batch_next_ >= batch_.size()) return -1;
+  const int i = int(batch_next_++);
+  view = expert(batch_layer_, batch_[size_t(i)]);
+  batch_held_ = i;
+  return i;
+}
+
+void ExpertSource::end_layer() {
+  if (batch_held_ >= 0) release(batch_layer_, batch_[size_t(batch_held_)]);
+  batch_held_ = -1;
+  batch_.clear();
+  batch_next_ = 0;
+}
+
+}  // namespace waste

@@ -1,0 +1,85 @@
+#include "tools/waste/engine_cli.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "shared/util/error.h"
+#include "shared/util/progress.h"
+
+namespace waste::cli {
+
+void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
+  cmd->add_option("model", o.model, "Container directory (.waste)")->required();
+  cmd->add_option("--ctx", o.context, "Session context in tokens (4096)");
+  cmd->add_option("--chunk", o.chunk, "Prefill chunk in tokens (32): each chunk fetches the union of its experts once");
+  cmd->add_option("--lookahead", o.lookahead, "Experts prefetched per token for the next layer (default top_k + 2, 0: off)");
+  cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
+  cmd->add_option("--run-dir", o.run_dir, "iod run directory: attach to the iod running there, else start one there");
+  cmd->add_option("--budget", o.budget, "Expert cache of a private iod (bytes: 4G, 900M, ...)");
+  cmd->add_option("--slots", o.slots, "Exact cache slots of a private iod (overrides --budget)");
+  cmd->add_flag("!--no-progress", o.progress, "No progress bar");
+}
+
+EngineHandle::EngineHandle(const EngineCliOptions& o) {
+  EngineOptions eo;
+  eo.model = o.model;
+  eo.context = o.context;
+  eo.prefill_chunk = o.chunk;
+  eo.lookahead = o.lookahead;
+  eo.progress = o.progress;
+  if (o.resident) {
+    iod_container_ = std::make_unique<Container>(Container::open(o.model));
+    resident_ = std::make_unique<ResidentExperts>(*iod_container_, o.progress);
+    eo.experts = resident_.get();
+    path_note_ = "resident in RAM (" + format_bytes(double(resident_->resident_bytes())) + ")";
+  } else if (!o.no_iod) {
+    iod_container_ = std::make_unique<Container>(Container::open(o.model));
+    std::string socket;
+    bool running = false;
+    if (!o.run_dir.empty()) {
+      socket = o.run_dir + "/iod.sock";
+      running = std::filesystem::exists(socket) && iobench::wait_for_socket(socket, 0, 0.5);
+    }
+    if (running) {
+      path_note_ = "iod at " + o.run_dir;
+    } else {
+      std::string run = o.run_dir;
+      if (run.empty()) {
+        const char* base = ::getenv("TMPDIR");
+        std::string tmpl = std::string(base && *base ? base : "/tmp") + "/waste-run-XXXXXX";
+        require(::mkdtemp(tmpl.data()) != nullptr, "cannot create a run directory from " + tmpl);
+        run = tmp_run_dir_ = tmpl;
+      }
+      std::vector<std::string> args = {"--model", o.model};
+      if (o.slots > 0) args.insert(args.end(), {"--slots", std::to_string(o.slots)});
+      else if (!o.budget.empty()) args.insert(args.end(), {"--budget", o.budget});
+      private_iod_.emplace(args, run);
+      socket = private_iod_->socket_path();
+      path_note_ = "private iod (" + iobench::find_iod_binary() + ")";
+    }
+    iod_experts_ = std::make_unique<IodExperts>(*iod_container_, socket);
+    path_note_ += ", " + std::to_string(iod_experts_->slot_count()) + " slots";
+    eo.experts = iod_experts_.get();
+  } else {
+    path_note_ = "in-process reads";
+  }
+  engine_ = std::make_unique<Engine>(eo);
+}
+
+EngineHandle::~EngineHandle() {
+  engine_.reset();
+  iod_experts_.reset();
+  resident_.reset();
+  if (private_iod_) private_iod_->stop();
+  private_iod_.reset();
+  if (!tmp_run_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_run_dir_, ec);
+  }
+}
+
+std::string EngineHandle::expert_path() const { return path_note_; }
+
+}  // namespace waste::cli

@@ -1,0 +1,53 @@
+// What `waste eval`, `waste run` and `waste bench` share: the engine options on the command
+// line and how the routed experts are served: through iod (one already running at --run-dir,
+// else a private waste-iod started for the command and stopped after it), or with --no-iod
+// read by compute itself (ContainerExperts).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "compute/engine.h"
+#include "compute/experts/iod_experts.h"
+#include "compute/experts/resident_experts.h"
+#include "tools/iobench/private_iod.h"
+
+namespace waste::cli {
+
+struct EngineCliOptions {
+  std::string model;
+  int64_t context = 4096;
+  int chunk = 32;
+  int lookahead = -1;
+  bool no_iod = false;
+  std::string run_dir;      // attach to (or start) iod here; empty: a private temporary one
+  std::string budget;       // private iod: cache bytes
+  uint32_t slots = 0;       // private iod: exact slot count
+  bool progress = true;
+  bool resident = false;    // every expert read into RAM first (no iod; bench --resident)
+};
+
+// Adds MODEL (positional) and the options above to `cmd`.
+void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
+
+// An opened engine and whatever serves its experts; stops a private iod on destruction.
+class EngineHandle {
+ public:
+  explicit EngineHandle(const EngineCliOptions& o);
+  ~EngineHandle();
+  Engine& engine() { return *engine_; }
+  bool through_iod() const { return iod_experts_ != nullptr; }
+  std::string expert_path() const;  // for messages: "iod (private, 12 slots)" / "in-process reads"
+
+ private:
+  std::optional<iobench::PrivateIod> private_iod_;
+  std::string tmp_run_dir_;
+  std::unique_ptr<Container> iod_container_;  // the container the expert source reads/checks
+  std::unique_ptr<IodExperts> iod_experts_;
+  std::unique_ptr<ResidentExperts> resident_;
+  std::unique_ptr<Engine> engine_;
+  std::string path_note_;
+};
+
+}  // namespace waste::cli
