@@ -27,7 +27,11 @@ SynthTokenizer synth_tokenizer(const ModelConfig& c) {
   const size_t n_learned = tokens.size();
   for (size_t i = 0; tokens.size() < n_base; ++i) {
     require(i < 64 * size_t(n_base), "synthetic tokenizer: could not fill the vocabulary");
-    std::string t = tokens[256 + (i * 7919) % (n_learned - 256)] + tokens[256 + (i * 104729 + i / 3) % (n_learned - 256)];
+    // First halves run through a permutation of the learned tokens per cycle of M = n_learned - 256
+    // (7919 is prime, coprime to M); the second half shifts by one each cycle, so cycle k adds
+    // M new pairs and any vocabulary up to M^2 fills.
+    const size_t m = n_learned - 256;
+    std::string t = tokens[256 + (i * 7919) % m] + tokens[256 + (i * 104729 + i / m) % m];
     if (t.size() <= tok::kMaxTokenBytes && seen.insert(t).second) tokens.push_back(std::move(t));
   }
   SynthTokenizer out;
