@@ -67,18 +67,22 @@ void remove_stale_segments(uint64_t instance_id) {
   }
 }
 
-// The usage hotlist: prior for the policy is not wired through make_policy yet; the hottest
-// records are read at start (lowest priority) when the file matches this container.
-std::vector<cache::ExpertKey> hotlist(const Container& c, const cache::CacheGeometry& g) {
+// The usage hotlist, when the container's usage file matches it: the policy's prior and the
+// records to read at start (hottest first, lowest priority).
+struct Hotlist {
+  cache::KeyPrior prior;
+  std::vector<cache::ExpertKey> hottest;
+};
+Hotlist hotlist(const Container& c, const cache::CacheGeometry& g) {
   std::string path = c.dir() + "/" + cache::kUsageFileName;
   if (!path_exists(path)) return {};
   try {
     cache::UsageCounts u = cache::read_usage_file(path);
     if (!u.matches(g) || (u.container_id != 0 && u.container_id != c.container_id())) {
-      spdlog::warn("iod: {} is for another container or shape; not pre-warming", path);
+      spdlog::warn("iod: {} is for another container or shape; not using it", path);
       return {};
     }
-    return u.hottest(g.key_count());
+    return {u.prior(g), u.hottest(g.key_count())};
   } catch (const Error& e) {
     spdlog::warn("iod: ignoring usage file: {}", e.what());
     return {};
@@ -122,10 +126,12 @@ int run_daemon(const DaemonOptions& o) {
   so.io = o.io;
   so.queue_depth = std::max<uint32_t>(1, std::min<uint32_t>(o.queue_depth, 256));
   so.policy = o.policy.empty() ? cache::kDefaultPolicy : o.policy;
+  Hotlist hot = hotlist(container, g);
+  so.prior = hot.prior;
   Store store(container, ipc::segment_name(instance, container.container_id()), instance, so);
   if (!o.trace.empty()) store.trace_start(o.trace);
   if (o.prewarm) {
-    uint32_t n = store.prewarm(hotlist(container, g));
+    uint32_t n = store.prewarm(hot.hottest);
     if (n) spdlog::info("iod: pre-warming {} records from the usage file", n);
   }
 

@@ -1,4 +1,5 @@
 // waste-iod: the I/O daemon (see iod/daemon.h, docs/PROTOCOL.md).
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-prewarm", no_prewarm, "do not read the usage file's hottest records at start");
   CLI11_PARSE(app, argc, argv);
   o.prewarm = !no_prewarm;
+  // A daemon logs to stderr: stdout stays free for whoever started it (waste iobench --json).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("iod"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   try {
     return waste::iod::run_daemon(o);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "iod/io/record_checksum.h"
 #include "shared/util/error.h"
 
 namespace waste::iod {
@@ -81,7 +82,7 @@ Store::Store(const Container& container, const std::string& segment_name, uint64
   segment_ = ipc::ShmSegment::create(segment_name, layout, instance_id, container.container_id());
   slot_info_.assign(o.slots, {});
   layer_counters_.assign(geometry_.moe_layer_count(), {});
-  policy_ = cache::make_policy(o.policy, geometry_);
+  policy_ = cache::make_policy(o.policy, geometry_, o.prior);
   guard_ = std::make_unique<GuardPolicy>(*policy_, slot_info_);
   cache_ = std::make_unique<cache::ExpertCache>(geometry_, o.slots, *guard_);
 
@@ -176,8 +177,13 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
     why = who + "short read: " + std::to_string(result) + " of " + std::to_string(job.bytes) + " bytes at offset " +
           std::to_string(job.offset);
   } else {
-    // Header against the manifest always, and the xxh3 payload checksum on every read.
-    why = check_record(job.dst, l->layout, job.layer, job.expert, options_.verify_checksums);
+    // Header against the manifest always, and the xxh3 payload checksum on every read (the
+    // fast path of record_checksum; check_record has validated payload_bytes against the layout).
+    why = check_record(job.dst, l->layout, job.layer, job.expert, false);
+    const auto* h = reinterpret_cast<const RecordHeader*>(job.dst);
+    if (why.empty() && options_.verify_checksums &&
+        record_checksum(job.dst + kRecordHeaderBytes, h->payload_bytes) != h->checksum)
+      why = who + "payload checksum mismatch (damaged record)";
   }
   ipc::SlotEntry& e = segment_.entry(job.slot);
   if (why.empty()) {

@@ -32,6 +32,7 @@ struct StoreOptions {
   std::string policy = cache::kDefaultPolicy;
   bool prewarm = true;        // read the hottest records of the usage file at start
   bool verify_checksums = true;
+  cache::KeyPrior prior;      // usage-file popularity for the policy (empty = none)
 };
 
 struct LayerCounters {
