@@ -1,0 +1,548 @@
+#include "compute/server/engine_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "compute/server/reattaching_experts.h"
+#include "shared/util/error.h"
+#include "shared/util/progress.h"
+
+namespace waste::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+ExpertSourceStats minus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
+  // A reattach to a restarted iod can make counters step back; never report negative work.
+  auto d = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
+  return {d(a.hits, b.hits), d(a.misses, b.misses), d(a.bytes_read, b.bytes_read)};
+}
+
+void add(ExpertSourceStats& a, const ExpertSourceStats& b) {
+  a.hits += b.hits;
+  a.misses += b.misses;
+  a.bytes_read += b.bytes_read;
+}
+
+constexpr const char* kSaveFormat = "waste-session-1";
+constexpr uint64_t kMaxSaveBytes = 64ull << 20;  // a saved history is a list of ids; bound before reading
+
+}  // namespace
+
+// A session's state. `model`, `fed` and `unfed` are touched by the worker only; the rest
+// under the service mutex.
+struct EngineService::SessionState {
+  uint64_t id = 0;
+  int64_t context = 0;
+  std::optional<Session> model;
+  std::vector<int32_t> fed;      // ids in the model state, in order
+  std::optional<int32_t> unfed;  // the last sampled id, fed before the next prompt
+  // under mu_
+  int64_t position = 0;          // fed + unfed
+  bool busy = false, closed = false;
+  std::shared_ptr<std::atomic<bool>> cancel;  // of the running request
+  SessionCounters counters;
+};
+
+struct EngineService::Job {
+  std::shared_ptr<SessionState> s;
+  std::vector<int32_t> feed;  // unfed id + prompt
+  size_t fed = 0;
+  SamplingParams params;
+  std::shared_ptr<std::atomic<bool>> cancel;
+  GenerateCallbacks cb;
+  bool decoding = false;
+  std::optional<Sampler> sampler;
+  std::optional<StopMatcher> stops;
+  std::optional<tok::DecodeStream> text;
+  std::vector<int32_t> history;  // this request's prompt + generated (the sampler's penalty window)
+  std::vector<float> logits;
+  Clock::time_point submitted, started, decode_started;
+  bool has_started = false;
+  GenerateOutcome out;
+};
+
+EngineService::EngineService(const ServiceOptions& o) : options_(o), started_(Clock::now()) {
+  require(options_.max_sessions >= 1, "--max-sessions must be at least 1");
+  require(options_.max_queued >= 1, "max queued requests must be at least 1");
+  require(options_.context >= 2, "--ctx must be at least 2 tokens");
+  if (options_.max_context <= 0) options_.max_context = options_.context;
+  auto ready = std::make_shared<std::promise<void>>();
+  auto f = ready->get_future();
+  worker_ = std::thread([this, ready] { worker_main(ready); });
+  try {
+    f.get();
+  } catch (...) {
+    worker_.join();
+    throw;
+  }
+}
+
+EngineService::~EngineService() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+int64_t EngineService::max_context() const { return options_.max_context; }
+
+void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
+  // The engine and any iod connection are made here: the iod client's RPC runs on the kj event
+  // loop of the thread that created it.
+  try {
+    EngineOptions eo;
+    eo.model = options_.model;
+    eo.context = options_.context;
+    eo.prefill_chunk = options_.prefill_chunk;
+    eo.progress = false;
+    eo.in_process_cache_bytes = options_.in_process_cache_bytes;
+    if (!options_.iod_socket.empty()) {
+      expert_container_ = std::make_unique<Container>(Container::open(options_.model));
+      iod_ = std::make_unique<ReattachingExperts>(*expert_container_, options_.iod_socket);
+      eo.experts = iod_.get();
+      budget_bytes_ = uint64_t(iod_->slot_count()) * iod_->slot_bytes();
+      expert_path_ = "iod at " + options_.iod_socket + ", " + std::to_string(iod_->slot_count()) + " slots";
+    } else {
+      budget_bytes_ = options_.in_process_cache_bytes;
+      expert_path_ = "in-process reads (no iod), record cache " + format_bytes(double(budget_bytes_));
+    }
+    engine_ = std::make_unique<Engine>(eo);
+    config_ = engine_->config();
+    trunk_bytes_ = engine_->trunk_resident_bytes();
+  } catch (...) {
+    iod_.reset();
+    ready->set_exception(std::current_exception());
+    return;
+  }
+  ready->set_value();
+
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (;;) {
+    std::deque<std::function<void()>> control;
+    {
+      std::unique_lock lk(mu_);
+      auto has_work = [&] { return stopping_ || !incoming_.empty() || !control_.empty(); };
+      if (jobs.empty()) {
+        wake_.wait(lk, has_work);
+      } else {
+        // Every running request waits on a slow client: nothing to step until one catches up.
+        bool all_behind = std::all_of(jobs.begin(), jobs.end(), [](const auto& j) {
+          return !j->cancel->load() && j->cb.backed_up && j->cb.backed_up();
+        });
+        if (all_behind) wake_.wait_for(lk, std::chrono::milliseconds(2), has_work);
+      }
+      if (stopping_) break;
+      for (auto& j : incoming_) jobs.push_back(std::move(j));
+      incoming_.clear();
+      control.swap(control_);
+      running_ = int(jobs.size());
+    }
+    for (auto& f : control) f();
+    run_round(jobs);
+  }
+  for (auto& j : jobs) finish(*j, "compute is shutting down");
+  {
+    std::lock_guard lk(mu_);
+    for (auto& j : incoming_) {
+      j->out.error = "compute is shutting down";
+      j->cb.done(j->out);
+    }
+    incoming_.clear();
+  }
+  // The iod connection belongs to this thread's event loop: close it here.
+  try {
+    iod_.reset();
+  } catch (...) {
+  }
+  std::function<void()> stopped;
+  {
+    std::lock_guard lk(mu_);
+    stopped = std::move(on_stopped_);
+  }
+  if (stopped) stopped();
+}
+
+void EngineService::stop(std::function<void()> stopped) {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    on_stopped_ = std::move(stopped);
+  }
+  wake_.notify_all();
+}
+
+void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
+  const Clock::time_point t0 = Clock::now();
+  bool decoded = false;
+  for (size_t i = 0; i < jobs.size();) {
+    Job& j = *jobs[i];
+    if (!j.cancel->load() && j.cb.backed_up && j.cb.backed_up()) {
+      ++i;
+      continue;
+    }
+    decoded |= j.decoding;
+    if (step(j)) {
+      ++i;
+    } else {
+      jobs.erase(jobs.begin() + ptrdiff_t(i));
+    }
+  }
+  if (decoded) {
+    std::lock_guard lk(mu_);
+    decode_seconds_ += seconds_between(t0, Clock::now());
+  }
+}
+
+void EngineService::ensure_model_session(SessionState& s) {
+  if (!s.model) s.model.emplace(engine_->new_session(s.context));
+}
+
+bool EngineService::step(Job& j) {
+  SessionState& s = *j.s;
+  const tok::Tokenizer* tk = engine_->has_tokenizer() ? &engine_->tokenizer() : nullptr;
+  try {
+    ensure_model_session(s);
+    if (!j.has_started) {
+      j.has_started = true;
+      j.started = Clock::now();
+      if (s.unfed) j.feed.insert(j.feed.begin(), *s.unfed);
+      s.unfed.reset();
+      j.out.queue_seconds = seconds_between(j.submitted, j.started);
+      j.logits.resize(size_t(config_.vocab));
+    }
+    if (j.cancel->load()) {
+      j.out.stop_reason = "cancelled";
+      finish(j, "");
+      return false;
+    }
+    const ExpertSourceStats before = engine_->experts().stats();
+    bool ended = false;
+    if (!j.decoding) {
+      // One prefill chunk.
+      const size_t n = std::min(size_t(options_.prefill_chunk), j.feed.size() - j.fed);
+      engine_->model().forward(*s.model, std::span<const int32_t>(j.feed.data() + j.fed, n), j.logits.data(),
+                               LogitRows::Last);
+      s.fed.insert(s.fed.end(), j.feed.begin() + ptrdiff_t(j.fed), j.feed.begin() + ptrdiff_t(j.fed + n));
+      j.fed += n;
+      if (j.fed == j.feed.size()) {
+        j.decoding = true;
+        j.decode_started = Clock::now();
+        j.out.prefill_seconds = seconds_between(j.started, j.decode_started);
+        j.sampler.emplace(j.params);
+        j.stops.emplace(j.params.stop);
+        if (tk) j.text.emplace(*tk);
+        if (j.params.max_tokens <= 0) {
+          j.out.stop_reason = "max_tokens";
+          ended = true;
+        }
+      }
+    } else {
+      // One token: sample from the last logits, hand it out, feed it unless generation ends.
+      const int32_t id = j.sampler->sample(j.logits, j.history);
+      j.history.push_back(id);
+      ++j.out.tokens;
+      if (tk && tk->is_stop(uint32_t(id))) {
+        j.out.stop_reason = "stop_token";
+      } else {
+        std::string piece;
+        if (j.text && uint32_t(id) < tk->vocab_size()) piece = j.text->push(uint32_t(id));
+        j.cb.token(id, j.stops->push(piece));
+        if (j.stops->stopped()) j.out.stop_reason = "stop_string";
+        else if (j.cancel->load()) j.out.stop_reason = "cancelled";
+        else if (j.out.tokens >= j.params.max_tokens) j.out.stop_reason = "max_tokens";
+        else if (s.model->position() >= s.model->max_context()) j.out.stop_reason = "context";
+      }
+      if (!j.out.stop_reason.empty()) {
+        s.unfed = id;  // fed in front of the next prompt, so a continuing session sees it
+        ended = true;
+      } else {
+        engine_->model().forward(*s.model, std::span<const int32_t>(&id, 1), j.logits.data(), LogitRows::Last);
+        s.fed.push_back(id);
+      }
+    }
+    const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
+    add(j.out.experts, delta);
+    {
+      std::lock_guard lk(mu_);
+      add(s.counters.experts, delta);
+      expert_stats_ = engine_->experts().stats();
+      s.position = int64_t(s.fed.size()) + (s.unfed ? 1 : 0);
+    }
+    if (ended) {
+      finish(j, "");
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    // A failure inside a forward leaves the state half-updated: start the session afresh.
+    s.model.reset();
+    s.fed.clear();
+    s.unfed.reset();
+    finish(j, std::string(e.what()) + " (the session's state was reset)");
+    return false;
+  }
+}
+
+void EngineService::finish(Job& j, std::string error) {
+  if (error.empty() && j.stops && !j.stops->stopped()) {
+    // Whatever text was held back (a partial character, a tail that did not become a stop).
+    std::string rest = j.stops->push(j.text ? j.text->flush() : std::string());
+    rest += j.stops->flush();
+    if (!rest.empty()) j.cb.token(-1, rest);
+  }
+  if (j.decoding) j.out.decode_seconds = seconds_between(j.decode_started, Clock::now());
+  j.out.error = std::move(error);
+  if (!j.out.error.empty()) j.out.stop_reason = "error";
+  {
+    std::lock_guard lk(mu_);
+    SessionState& s = *j.s;
+    s.busy = false;
+    s.cancel.reset();
+    s.position = int64_t(s.fed.size()) + (s.unfed ? 1 : 0);
+    s.counters.requests += 1;
+    s.counters.prompt_tokens += uint64_t(j.out.prompt_tokens);
+    s.counters.tokens += uint64_t(j.out.tokens);
+    s.counters.decode_seconds += j.out.decode_seconds;
+    --queued_;
+    ++requests_;
+    if (!j.out.error.empty()) ++failed_;
+    prompt_tokens_ += uint64_t(j.out.prompt_tokens);
+    tokens_ += uint64_t(j.out.tokens);
+  }
+  if (!j.out.error.empty()) spdlog::warn("compute: session {}: {}", j.s->id, j.out.error);
+  j.cb.done(j.out);
+}
+
+std::shared_ptr<EngineService::SessionState> EngineService::find(uint64_t id) const {
+  for (const auto& s : sessions_)
+    if (s->id == id) return s;
+  throw Error("session " + std::to_string(id) + " is closed");
+}
+
+uint64_t EngineService::open(int64_t context) {
+  if (context <= 0) context = options_.context;
+  require(context <= options_.max_context, "a session context of " + std::to_string(context) +
+                                               " tokens is more than this compute allows (" +
+                                               std::to_string(options_.max_context) + ", --max-ctx)");
+  require(context >= 2, "a session context must be at least 2 tokens");
+  std::lock_guard lk(mu_);
+  require(int(sessions_.size()) < options_.max_sessions,
+          "too many sessions: " + std::to_string(sessions_.size()) + " open, the limit is " +
+              std::to_string(options_.max_sessions) + " (--max-sessions)");
+  auto s = std::make_shared<SessionState>();
+  s->id = next_session_++;
+  s->context = context;
+  sessions_.push_back(s);
+  return s->id;
+}
+
+void EngineService::close(uint64_t session) {
+  std::shared_ptr<SessionState> s;
+  {
+    std::lock_guard lk(mu_);
+    auto it = std::find_if(sessions_.begin(), sessions_.end(), [&](const auto& x) { return x->id == session; });
+    if (it == sessions_.end()) return;
+    s = *it;
+    sessions_.erase(it);
+    s->closed = true;
+    if (s->cancel) s->cancel->store(true);
+    // The state is freed on the worker (it may be mid-step); a running request still holds it
+    // until it notices the cancel.
+    control_.push_back([s] {
+      s->model.reset();
+      s->fed = {};
+    });
+  }
+  wake_.notify_all();
+}
+
+int64_t EngineService::position(uint64_t session) const {
+  std::lock_guard lk(mu_);
+  return find(session)->position;
+}
+
+SessionSnapshot EngineService::snapshot(uint64_t session) const {
+  std::lock_guard lk(mu_);
+  auto s = find(session);
+  return {s->id, s->position, s->context, s->busy, s->counters};
+}
+
+void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params,
+                             std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb) {
+  require(!prompt.empty(), "generate: empty prompt");
+  for (int32_t id : prompt)
+    require(id >= 0 && id < config_.vocab, "generate: token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                               std::to_string(config_.vocab));
+  require(params.max_tokens >= 0, "generate: max_tokens must not be negative");
+  auto j = std::make_shared<Job>();
+  {
+    std::lock_guard lk(mu_);
+    auto s = find(session);
+    require(!s->busy, "session " + std::to_string(session) + " is already generating (one request at a time)");
+    require(queued_ < options_.max_queued, "compute is busy: " + std::to_string(queued_) +
+                                               " requests queued or running, the limit is " +
+                                               std::to_string(options_.max_queued));
+    // Room for the prompt (and the unfed last token) plus at least one generated token.
+    const int64_t need = s->position + int64_t(prompt.size());
+    require(need < s->context, "the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
+                                   std::to_string(s->context) + " tokens (" + std::to_string(s->position) +
+                                   " already used)");
+    j->s = s;
+    j->params = params;
+    j->cancel = cancel;
+    j->cb = std::move(cb);
+    j->history = prompt;
+    j->out.prompt_tokens = int64_t(prompt.size());
+    j->submitted = Clock::now();
+    j->feed = std::move(prompt);  // the worker puts the session's unfed id in front
+    s->busy = true;
+    s->cancel = cancel;
+    ++queued_;
+    incoming_.push_back(j);
+  }
+  wake_.notify_all();
+}
+
+void EngineService::cancel(uint64_t session) {
+  std::lock_guard lk(mu_);
+  auto s = find(session);
+  if (s->cancel) s->cancel->store(true);
+}
+
+void EngineService::reset(uint64_t session, std::function<void(std::string)> done) {
+  {
+    std::lock_guard lk(mu_);
+    auto s = find(session);
+    require(!s->busy, "reset: session " + std::to_string(session) + " is generating (cancel it first)");
+    control_.push_back([this, s, done] {
+      s->model.reset();
+      s->fed.clear();
+      s->unfed.reset();
+      {
+        std::lock_guard lk2(mu_);
+        s->position = 0;
+      }
+      done("");
+    });
+  }
+  wake_.notify_all();
+}
+
+void EngineService::save(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done) {
+  {
+    std::lock_guard lk(mu_);
+    auto s = find(session);
+    require(!s->busy, "save: session " + std::to_string(session) + " is generating");
+    control_.push_back([this, s, path, done] {
+      try {
+        nlohmann::json j;
+        j["format"] = kSaveFormat;
+        j["model"] = options_.model;
+        j["vocab"] = config_.vocab;
+        j["tokens"] = s->fed;
+        j["unfed"] = s->unfed ? nlohmann::json(*s->unfed) : nlohmann::json(nullptr);
+        const std::string tmp = path + ".tmp";
+        {
+          std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+          require(bool(f), "save: cannot write " + tmp);
+          f << j.dump() << "\n";
+          require(bool(f), "save: write to " + tmp + " failed");
+        }
+        std::filesystem::rename(tmp, path);
+        done("", s->fed.size() + (s->unfed ? 1 : 0));
+      } catch (const std::exception& e) {
+        done(e.what(), 0);
+      }
+    });
+  }
+  wake_.notify_all();
+}
+
+void EngineService::load(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done) {
+  {
+    std::lock_guard lk(mu_);
+    auto s = find(session);
+    require(!s->busy, "load: session " + std::to_string(session) + " is generating");
+    control_.push_back([this, s, path, done] {
+      try {
+        std::error_code ec;
+        const uint64_t size = std::filesystem::file_size(path, ec);
+        require(!ec, "load: cannot read " + path + ": " + ec.message());
+        require(size <= kMaxSaveBytes, "load: " + path + " is " + std::to_string(size) + " bytes, more than a saved session can be");
+        std::ifstream f(path, std::ios::binary);
+        nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+        require(!j.is_discarded() && j.is_object(), "load: " + path + " is not JSON");
+        require(j.value("format", "") == kSaveFormat, "load: " + path + ": not a " + std::string(kSaveFormat) + " file");
+        require(j.contains("tokens") && j["tokens"].is_array(), "load: " + path + ": no \"tokens\" list");
+        std::vector<int32_t> ids;
+        for (const auto& v : j["tokens"]) {
+          require(v.is_number_integer(), "load: " + path + ": a token is not an integer");
+          const int64_t id = v.get<int64_t>();
+          require(id >= 0 && id < config_.vocab, "load: " + path + ": token " + std::to_string(id) + " outside the vocabulary");
+          ids.push_back(int32_t(id));
+        }
+        std::optional<int32_t> unfed;
+        if (j.contains("unfed") && j["unfed"].is_number_integer()) {
+          const int64_t id = j["unfed"].get<int64_t>();
+          require(id >= 0 && id < config_.vocab, "load: " + path + ": unfed token outside the vocabulary");
+          unfed = int32_t(id);
+        }
+        require(int64_t(ids.size()) + 1 < s->context, "load: " + path + " holds " + std::to_string(ids.size()) +
+                                                          " tokens, more than the session's context of " +
+                                                          std::to_string(s->context));
+        // The state is rebuilt by feeding the history again (deterministic: the same state).
+        s->model.reset();
+        s->fed.clear();
+        s->unfed.reset();
+        ensure_model_session(*s);
+        if (!ids.empty()) {
+          std::vector<float> logits(size_t(config_.vocab));
+          engine_->prefill(*s->model, ids, logits.data());
+        }
+        s->fed = ids;
+        s->unfed = unfed;
+        {
+          std::lock_guard lk2(mu_);
+          s->position = int64_t(ids.size()) + (unfed ? 1 : 0);
+        }
+        done("", ids.size() + (unfed ? 1 : 0));
+      } catch (const std::exception& e) {
+        s->model.reset();
+        s->fed.clear();
+        s->unfed.reset();
+        done(std::string(e.what()) + " (the session's state was reset)", 0);
+      }
+    });
+  }
+  wake_.notify_all();
+}
+
+ServiceStats EngineService::stats() const {
+  std::lock_guard lk(mu_);
+  ServiceStats st;
+  st.uptime_seconds = seconds_between(started_, Clock::now());
+  st.sessions = int(sessions_.size());
+  st.queued = queued_;
+  st.running = running_;
+  st.requests = requests_;
+  st.failed = failed_;
+  st.prompt_tokens = prompt_tokens_;
+  st.tokens = tokens_;
+  st.decode_seconds = decode_seconds_;
+  st.experts = expert_stats_;
+  st.reattaches = iod_ ? iod_->reattaches() : 0;
+  for (const auto& s : sessions_) st.sessions_detail.push_back({s->id, s->position, s->context, s->busy, s->counters});
+  return st;
+}
+
+}  // namespace waste::server

@@ -1,0 +1,161 @@
+// The compute process's sessions and scheduler, independent of any RPC: one worker thread owns
+// the Engine (trunk, model, expert source) and steps every running generation in turn, one
+// prefill chunk or one decode token each per round, so a long prefill never starves a session
+// that is decoding. Each session's tokens depend only on its own state and request: two
+// clients at once get exactly what each gets alone.
+//
+// Callers (the RPC layer, on its own thread) submit work and get results through callbacks
+// that run on the worker thread. Limits (sessions, context, queued requests) are refused with
+// an Error that says which limit.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compute/engine.h"
+
+namespace waste::server {
+
+class ReattachingExperts;
+
+struct ServiceOptions {
+  std::string model;
+  std::string iod_socket;          // empty: experts read in-process
+  int64_t context = 4096;          // a session's default context
+  int64_t max_context = 0;         // the most a session may ask for; 0: = context
+  int max_sessions = 16;
+  int max_queued = 32;             // generate requests waiting or running at once
+  int prefill_chunk = 32;
+  uint64_t in_process_cache_bytes = 1ull << 30;
+};
+
+struct SessionCounters {
+  uint64_t requests = 0, prompt_tokens = 0, tokens = 0;
+  double decode_seconds = 0;
+  ExpertSourceStats experts;
+};
+
+struct SessionSnapshot {
+  uint64_t id = 0;
+  int64_t position = 0, context = 0;
+  bool generating = false;
+  SessionCounters counters;
+};
+
+struct ServiceStats {
+  double uptime_seconds = 0;
+  int sessions = 0, queued = 0, running = 0;
+  uint64_t requests = 0, failed = 0, prompt_tokens = 0, tokens = 0;
+  double decode_seconds = 0;  // wall time during which at least one session decoded
+  ExpertSourceStats experts;
+  uint32_t reattaches = 0;
+  std::vector<SessionSnapshot> sessions_detail;
+};
+
+struct GenerateOutcome {
+  std::string error;          // empty: success
+  int64_t prompt_tokens = 0, tokens = 0;
+  double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
+  ExpertSourceStats experts;
+  std::string stop_reason;    // max_tokens, stop_token, stop_string, context, cancelled
+};
+
+// What a generate request reports back, all called on the worker thread.
+struct GenerateCallbacks {
+  std::function<void(int32_t id, std::string text)> token;
+  std::function<bool()> backed_up;   // true: the client is behind; skip this request for a round
+  std::function<void(GenerateOutcome)> done;
+};
+
+class EngineService {
+ public:
+  struct SessionState;  // engine_service.cpp
+
+  // Starts the worker, which opens the engine; throws what opening threw.
+  explicit EngineService(const ServiceOptions& o);
+  ~EngineService();  // cancels everything, joins the worker
+  EngineService(const EngineService&) = delete;
+  EngineService& operator=(const EngineService&) = delete;
+
+  const ServiceOptions& options() const { return options_; }
+  // Fixed once the engine is open.
+  const ModelConfig& config() const { return config_; }
+  uint64_t trunk_bytes() const { return trunk_bytes_; }
+  std::string expert_path() const { return expert_path_; }
+  uint64_t budget_bytes() const { return budget_bytes_; }
+  int64_t max_context() const;
+
+  // The engine's tokenizer (nullptr: none). Safe from any thread: its only mutable state,
+  // the regex match data, is thread_local.
+  const tok::Tokenizer* tokenizer() const { return engine_->has_tokenizer() ? &engine_->tokenizer() : nullptr; }
+
+  // Sessions. open() refuses past max_sessions or max_context; close() cancels its request and
+  // frees its state (on the worker).
+  uint64_t open(int64_t context);
+  void close(uint64_t session);
+  int64_t position(uint64_t session) const;  // tokens in its state (including an unfed last token)
+  SessionSnapshot snapshot(uint64_t session) const;
+
+  // Queues a generation; refuses when the session is busy, the queue is full, or the prompt
+  // does not fit the session's context. `cancel` may be set at any time to end it.
+  void generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params,
+                std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb);
+  void cancel(uint64_t session);
+
+  // Runs on the worker between rounds; `done` gets "" or the error. reset / save / load.
+  void reset(uint64_t session, std::function<void(std::string)> done);
+  void save(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done);
+  void load(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done);
+
+  ServiceStats stats() const;
+
+  // Ends every request ("compute is shutting down") and stops the worker; `stopped` runs on the
+  // worker as it exits. A caller whose thread serves the token callbacks must keep serving
+  // them until then (the destructor only joins).
+  void stop(std::function<void()> stopped);
+
+ private:
+  struct Job;
+  void worker_main(std::shared_ptr<std::promise<void>> ready);
+  std::shared_ptr<SessionState> find(uint64_t id) const;  // under mu_
+  void run_round(std::vector<std::shared_ptr<Job>>& jobs);
+  bool step(Job& j);  // one chunk or token; false when the job ended
+  void finish(Job& j, std::string error);
+  void ensure_model_session(SessionState& s);
+
+  ServiceOptions options_;
+  std::unique_ptr<Container> expert_container_;
+  std::unique_ptr<ReattachingExperts> iod_;
+  std::unique_ptr<Engine> engine_;
+  ModelConfig config_;
+  uint64_t trunk_bytes_ = 0;
+  std::string expert_path_;
+  uint64_t budget_bytes_ = 0;
+  std::chrono::steady_clock::time_point started_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  uint64_t next_session_ = 1;
+  std::vector<std::shared_ptr<SessionState>> sessions_;
+  std::deque<std::shared_ptr<Job>> incoming_;
+  std::deque<std::function<void()>> control_;  // reset/save/load/close, run on the worker
+  int queued_ = 0, running_ = 0;
+  uint64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0;
+  double decode_seconds_ = 0;
+  ExpertSourceStats expert_stats_;  // as of the end of the worker's last step
+  std::function<void()> on_stopped_;
+  std::thread worker_;
+};
+
+}  // namespace waste::server

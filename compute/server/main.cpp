@@ -1,0 +1,134 @@
+// waste-compute: holds the engine (trunk, tokenizer, sessions) and serves Engine
+// (proto/engine.capnp) on <run-dir>/compute.sock for any number of front ends (docs/PROTOCOL.md).
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <kj/async-io.h>
+#include <kj/async-unix.h>
+#include <spdlog/spdlog.h>
+
+#include "compute/server/engine_service.h"
+#include "compute/server/rpc_server.h"
+#include "shared/util/error.h"
+#include "shared/util/progress.h"
+
+namespace {
+
+constexpr const char* kSocketName = "compute.sock";
+constexpr const char* kLockName = "compute.lock";
+
+// The instance lock (flock, dropped by the kernel even on kill -9) and the socket, removed on
+// the way out. A stale socket of a dead instance is ours to remove once we hold the lock.
+class RunDir {
+ public:
+  explicit RunDir(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    waste::require(!ec, "compute: cannot create " + dir + ": " + ec.message());
+    waste::require(::chmod(dir.c_str(), 0700) == 0, "compute: cannot chmod 0700 " + dir + ": " + std::strerror(errno));
+    lock_path_ = dir + "/" + kLockName;
+    lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    waste::require(lock_fd_ >= 0, "compute: cannot open " + lock_path_ + ": " + std::strerror(errno));
+    waste::require(::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0,
+                   "compute: another waste-compute is running in " + dir + " (" + lock_path_ + " is locked)");
+    socket_path_ = dir + "/" + kSocketName;
+    if (::unlink(socket_path_.c_str()) == 0) spdlog::info("compute: removed a stale socket {}", socket_path_);
+  }
+  ~RunDir() {
+    ::unlink(socket_path_.c_str());
+    ::unlink(lock_path_.c_str());
+    ::close(lock_fd_);
+  }
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  std::string lock_path_, socket_path_;
+  int lock_fd_ = -1;
+};
+
+int run(waste::server::ServiceOptions so, const std::string& run_dir, const std::string& tcp, bool no_iod) {
+  // Signals first, before any thread exists, so every thread inherits them blocked and the
+  // event loop is the one that sees them.
+  kj::UnixEventPort::captureSignal(SIGTERM);
+  kj::UnixEventPort::captureSignal(SIGINT);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  RunDir dir(run_dir);
+  if (so.iod_socket.empty() && !no_iod) {
+    const std::string s = run_dir + "/iod.sock";
+    if (std::filesystem::exists(s)) so.iod_socket = s;
+  }
+  if (so.iod_socket.empty())
+    spdlog::info("compute: no iod (--iod not given and no {}/iod.sock): reading experts in-process", run_dir);
+  spdlog::info("compute: opening {}", so.model);
+  waste::server::EngineService service(so);
+  spdlog::info("compute: {} layers, vocab {}, trunk {}, experts: {}", service.config().n_layers, service.config().vocab,
+               waste::format_bytes(double(service.trunk_bytes())), service.expert_path());
+
+  auto io = kj::setupAsyncIo();
+  auto& network = io.provider->getNetwork();
+  auto addr = network.parseAddress(("unix:" + dir.socket_path()).c_str()).wait(io.waitScope);
+  auto listener = addr->listen();
+  waste::require(::chmod(dir.socket_path().c_str(), 0600) == 0, "compute: cannot chmod " + dir.socket_path());
+  kj::Promise<void> serving = waste::server::serve_engine(service, kj::mv(listener));
+  kj::Promise<void> serving_tcp = kj::NEVER_DONE;
+  if (!tcp.empty()) {
+    // Only when asked: anyone who can reach the address can use the engine.
+    auto taddr = network.parseAddress(tcp.c_str()).wait(io.waitScope);
+    serving_tcp = waste::server::serve_engine(service, taddr->listen());
+    spdlog::warn("compute: also serving on tcp {} (no authentication)", tcp);
+  }
+  spdlog::info("compute: serving on {}", dir.socket_path());
+
+  auto stop = io.unixEventPort.onSignal(SIGTERM).exclusiveJoin(io.unixEventPort.onSignal(SIGINT));
+  auto failed = serving.exclusiveJoin(kj::mv(serving_tcp)).then([]() -> siginfo_t { return {}; });
+  siginfo_t sig = stop.exclusiveJoin(kj::mv(failed)).wait(io.waitScope);
+  spdlog::info("compute: signal {} received, shutting down", sig.si_signo);
+  // Connections are gone with `serving` (dropped above); now let the worker end its requests
+  // while this loop still runs to take their last callbacks.
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+  auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
+  service.stop([f] { (*f)->fulfill(); });
+  paf.promise.wait(io.waitScope);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  waste::server::ServiceOptions so;
+  std::string run_dir, tcp;
+  int threads = 0;
+  bool no_iod = false;
+  CLI::App app{"waste-compute: the engine (trunk, sessions) serving Engine RPC to front ends"};
+  app.add_option("--model", so.model, "container directory (.waste)")->required();
+  app.add_option("--run-dir", run_dir, "run directory (compute.sock, lock; created 0700)")->required();
+  app.add_option("--iod", so.iod_socket, "iod socket (default: <run-dir>/iod.sock when it exists)");
+  app.add_flag("--no-iod", no_iod, "read experts in this process even when an iod runs in the run dir");
+  app.add_option("--ctx", so.context, "default session context in tokens (4096)");
+  app.add_option("--max-ctx", so.max_context, "largest session context a client may ask for (default: --ctx)");
+  app.add_option("--threads", threads, "compute threads (default: all cores, or WASTE_THREADS)");
+  app.add_option("--max-sessions", so.max_sessions, "open sessions at most (16)");
+  app.add_option("--max-queued", so.max_queued, "generate requests queued or running at most (32)");
+  app.add_option("--chunk", so.prefill_chunk, "prefill chunk in tokens (32)");
+  app.add_option("--cache", so.in_process_cache_bytes, "in-process record cache bytes when there is no iod");
+  app.add_option("--tcp", tcp, "also listen on this TCP address (host:port); unauthenticated");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  // The global pool reads WASTE_THREADS when first used.
+  if (threads > 0) ::setenv("WASTE_THREADS", std::to_string(threads).c_str(), 1);
+  try {
+    return run(so, run_dir, tcp, no_iod);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

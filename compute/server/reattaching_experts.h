@@ -1,0 +1,46 @@
+// Routed experts from iod that survive an iod restart: the connection (IodExperts) is dropped
+// when a call fails and made again on the next call, so after the supervisor restarts iod,
+// compute carries on against the new daemon (whose cache may still be warm from its usage file)
+// without reloading the trunk. The request that saw the failure still fails with the error.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "compute/experts/iod_experts.h"
+
+namespace waste::server {
+
+class ReattachingExperts : public ExpertSource {
+ public:
+  // Connects at once (throws when iod is not there): a compute started without iod says so.
+  ReattachingExperts(const Container& container, std::string socket_path);
+
+  ExpertView expert(int layer, int expert) override;
+  void release(int layer, int expert) override;
+  void prefetch(int layer, std::span<const int> experts) override;
+  void fetch_layer(int layer, std::span<const int> experts) override;
+  int next_ready(ExpertView& view) override;
+  void end_layer() override;
+  // Counters of every daemon this source talked to, summed (a restarted iod starts from 0).
+  ExpertSourceStats stats() const override;
+
+  uint32_t slot_count();
+  uint64_t slot_bytes();
+  uint32_t reattaches() const { return reattaches_.load(); }  // any thread
+  const std::string& socket() const { return socket_; }
+
+ private:
+  IodExperts& live();
+  void drop();
+
+  const Container& container_;
+  std::string socket_;
+  std::unique_ptr<IodExperts> inner_;
+  ExpertSourceStats carried_;             // of daemons already dropped
+  mutable ExpertSourceStats last_seen_;   // of the live one, for when it dies
+  std::atomic<uint32_t> reattaches_{0};
+};
+
+}  // namespace waste::server

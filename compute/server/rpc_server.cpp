@@ -1,0 +1,455 @@
+#include "compute/server/rpc_server.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <deque>
+#include <map>
+
+#include "proto/engine.capnp.h"
+#include "shared/util/error.h"
+
+namespace waste::server {
+
+namespace {
+
+kj::Exception failure(const std::string& message) {
+  return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str(message.c_str()));
+}
+
+// waste::Error (bad input, a refused limit) becomes an RPC error whose text the client shows.
+template <typename F>
+kj::Promise<void> guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return failure(e.what());
+  }
+}
+
+// How many tokens may wait for a slow client before its request is skipped in the rounds.
+constexpr int kMaxUnsentTokens = 64;
+// Hard bounds on request fields, whatever the session allows.
+constexpr uint32_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopBytes = 256;
+
+class SinkPump;
+using PumpRegistry = std::map<uint64_t, SinkPump*>;  // main thread only
+
+// Sends one request's tokens to its TokenSink in order, one streaming call after another (the
+// stream's flow control decides when the next may go). Lives on the RPC thread.
+class SinkPump final : public kj::TaskSet::ErrorHandler {
+ public:
+  SinkPump(proto::TokenSink::Client sink, std::shared_ptr<std::atomic<bool>> cancel, PumpRegistry& registry,
+           uint64_t key)
+      : sink_(kj::mv(sink)), cancel_(std::move(cancel)), registry_(registry), key_(key), tasks_(*this) {
+    registry_[key_] = this;
+  }
+  ~SinkPump() noexcept(false) { registry_.erase(key_); }
+
+  std::shared_ptr<std::atomic<int>> unsent() const { return unsent_; }
+  bool failed() const { return failed_; }
+
+  void push(int32_t id, std::string text) {
+    if (failed_) return;
+    queue_.emplace_back(id, std::move(text));
+    unsent_->fetch_add(1);
+    if (!sending_) send_next();
+  }
+
+  // Resolves once every pushed token went out (or sending failed).
+  kj::Promise<void> drained() {
+    if (!sending_ && queue_.empty()) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    waiter_ = kj::mv(paf.fulfiller);
+    return kj::mv(paf.promise);
+  }
+
+ private:
+  void send_next() {
+    if (queue_.empty() || failed_) {
+      sending_ = false;
+      KJ_IF_MAYBE(w, waiter_) {
+        (*w)->fulfill();
+        waiter_ = nullptr;
+      }
+      return;
+    }
+    sending_ = true;
+    auto [id, text] = std::move(queue_.front());
+    queue_.pop_front();
+    auto req = sink_.tokenRequest();
+    req.setId(id);
+    req.setText(text);
+    tasks_.add(req.send().then([this] {
+      unsent_->fetch_sub(1);
+      send_next();
+    }));
+  }
+
+  void taskFailed(kj::Exception&& e) override {
+    // The client's sink refused a token (it wants no more, or it is gone): end the request.
+    failed_ = true;
+    cancel_->store(true);
+    queue_.clear();
+    unsent_->store(0);
+    sending_ = false;
+    KJ_IF_MAYBE(w, waiter_) {
+      (*w)->fulfill();
+      waiter_ = nullptr;
+    }
+  }
+
+  proto::TokenSink::Client sink_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  PumpRegistry& registry_;
+  uint64_t key_;
+  std::deque<std::pair<int32_t, std::string>> queue_;
+  std::shared_ptr<std::atomic<int>> unsent_ = std::make_shared<std::atomic<int>>(0);
+  bool sending_ = false, failed_ = false;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> waiter_;
+  kj::TaskSet tasks_;
+};
+
+// Shared by all connections: the service, the executor of the RPC thread, the live pumps.
+struct ServerState {
+  EngineService& service;
+  const kj::Executor& executor;
+  PumpRegistry pumps;
+  uint64_t next_pump = 1;
+};
+
+// A chat turn appended to a session that already holds a conversation: the same template
+// without a second default system message and without BOS.
+std::vector<int32_t> encode_chat_continuation(const tok::Tokenizer& tk, const std::vector<tok::ChatMessage>& msgs) {
+  std::vector<uint32_t> out;
+  for (const tok::ChatSegment& seg : tok::render_chat(tk.config().chat_format, msgs, true, "")) {
+    if (seg.special) {
+      auto id = tk.special_id(seg.text);
+      require(id.has_value(), "chat: the tokenizer has no special token " + seg.text);
+      out.push_back(*id);
+    } else {
+      tk.encode_append(seg.text, out);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+const tok::Tokenizer& need_tokenizer(EngineService& svc) {
+  const tok::Tokenizer* tk = svc.tokenizer();
+  require(tk != nullptr, "this model has no tokenizer: send token ids");
+  return *tk;
+}
+
+SamplingParams sampling_of(proto::GenerateRequest::Reader r) {
+  SamplingParams p;
+  p.temperature = r.getTemperature();
+  p.top_p = r.getTopP();
+  p.top_k = int(std::min<uint32_t>(r.getTopK(), 1u << 20));
+  p.min_p = r.getMinP();
+  p.repetition_penalty = r.getRepetitionPenalty();
+  p.seed = r.getSeed();
+  p.max_tokens = int(std::min<uint32_t>(r.getMaxTokens(), 1u << 24));
+  require(std::isfinite(p.temperature) && p.temperature >= 0 && p.temperature <= 100,
+          "temperature must be a number from 0 to 100");
+  require(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1]");
+  require(std::isfinite(p.min_p) && p.min_p >= 0 && p.min_p <= 1, "min_p must be in [0, 1]");
+  require(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 && p.repetition_penalty <= 100,
+          "repetition_penalty must be in (0, 100]");
+  auto stops = r.getStop();
+  require(stops.size() <= kMaxStopStrings, "at most " + std::to_string(kMaxStopStrings) + " stop strings");
+  for (auto s : stops) {
+    require(s.size() > 0 && s.size() <= kMaxStopBytes,
+            "a stop string must have 1 to " + std::to_string(kMaxStopBytes) + " bytes");
+    p.stop.emplace_back(s.cStr(), s.size());
+  }
+  return p;
+}
+
+void fill_session_stats(proto::SessionStats::Builder b, const SessionSnapshot& s) {
+  b.setId(s.id);
+  b.setPosition(uint64_t(s.position));
+  b.setContext(uint64_t(s.context));
+  b.setGenerating(s.generating);
+  b.setRequests(s.counters.requests);
+  b.setPromptTokens(s.counters.prompt_tokens);
+  b.setTokens(s.counters.tokens);
+  b.setDecodeSeconds(s.counters.decode_seconds);
+  b.setTokPerSecond(s.counters.decode_seconds > 0 ? double(s.counters.tokens) / s.counters.decode_seconds : 0.0);
+  b.setHits(s.counters.experts.hits);
+  b.setMisses(s.counters.experts.misses);
+  b.setBytesRead(s.counters.experts.bytes_read);
+}
+
+class SessionImpl final : public proto::Session::Server {
+ public:
+  SessionImpl(ServerState& st, uint64_t id) : st_(st), id_(id) {}
+  ~SessionImpl() { st_.service.close(id_); }
+
+  kj::Promise<void> generate(GenerateContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      EngineService& svc = st_.service;
+      auto params = ctx.getParams();
+      auto req = params.getRequest();
+      std::vector<int32_t> prompt;
+      auto p = req.getPrompt();
+      switch (p.which()) {
+        case proto::GenerateRequest::Prompt::TEXT: {
+          auto t = p.getText();
+          prompt = [&] {
+            const auto ids = need_tokenizer(svc).encode(std::string_view(t.cStr(), t.size()));
+            return std::vector<int32_t>(ids.begin(), ids.end());
+          }();
+          break;
+        }
+        case proto::GenerateRequest::Prompt::TOKENS:
+          for (int32_t id : p.getTokens()) prompt.push_back(id);
+          break;
+        case proto::GenerateRequest::Prompt::CHAT: {
+          std::vector<tok::ChatMessage> msgs;
+          for (auto m : p.getChat()) msgs.push_back({m.getRole().cStr(), m.getContent().cStr(), ""});
+          require(!msgs.empty(), "chat: no messages");
+          const tok::Tokenizer& tk = need_tokenizer(svc);
+          if (svc.position(id_) == 0) {
+            const auto ids = tk.encode_chat(msgs, true);
+            prompt.assign(ids.begin(), ids.end());
+          } else {
+            prompt = encode_chat_continuation(tk, msgs);
+          }
+          break;
+        }
+      }
+      SamplingParams sp = sampling_of(req);
+      auto cancel = std::make_shared<std::atomic<bool>>(false);
+      const uint64_t key = st_.next_pump++;
+      auto pump = kj::heap<SinkPump>(params.getSink(), cancel, st_.pumps, key);
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<GenerateOutcome>();
+      auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<GenerateOutcome>>>(kj::mv(paf.fulfiller));
+      GenerateCallbacks cb;
+      const kj::Executor* exec = &st_.executor;
+      PumpRegistry* pumps = &st_.pumps;
+      cb.token = [exec, pumps, key](int32_t id, std::string text) {
+        try {
+          exec->executeSync([&] {
+            auto it = pumps->find(key);
+            if (it != pumps->end()) it->second->push(id, std::move(text));
+          });
+        } catch (...) {
+          // The RPC thread is gone (shutting down): nobody to deliver to.
+        }
+      };
+      cb.backed_up = [unsent = pump->unsent()] { return unsent->load() > kMaxUnsentTokens; };
+      cb.done = [fulfiller](GenerateOutcome o) { (*fulfiller)->fulfill(kj::mv(o)); };
+      svc.generate(id_, std::move(prompt), sp, cancel, std::move(cb));
+
+      SinkPump* raw = pump.get();
+      return paf.promise
+          .then([ctx, raw](GenerateOutcome o) mutable -> kj::Promise<void> {
+            if (!o.error.empty()) return failure(o.error);
+            return raw->drained().then([ctx, raw, o = std::move(o)]() mutable {
+              auto s = ctx.getResults().initStats();
+              s.setPromptTokens(uint64_t(o.prompt_tokens));
+              s.setTokens(uint64_t(o.tokens));
+              s.setPrefillSeconds(o.prefill_seconds);
+              s.setDecodeSeconds(o.decode_seconds);
+              s.setTokPerSecond(o.decode_seconds > 0 ? double(o.tokens) / o.decode_seconds : 0.0);
+              s.setQueueSeconds(o.queue_seconds);
+              s.setHits(o.experts.hits);
+              s.setMisses(o.experts.misses);
+              s.setBytesRead(o.experts.bytes_read);
+              s.setStopReason(raw->failed() ? "cancelled" : o.stop_reason);
+            });
+          })
+          .attach(kj::mv(pump), kj::defer([cancel] { cancel->store(true); }));
+    });
+  }
+
+  kj::Promise<void> tokenize(TokenizeContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      auto t = ctx.getParams().getText();
+      const auto ids = need_tokenizer(st_.service).encode(std::string_view(t.cStr(), t.size()));
+      auto out = ctx.getResults().initTokens(uint32_t(ids.size()));
+      for (size_t i = 0; i < ids.size(); ++i) out.set(uint32_t(i), int32_t(ids[i]));
+      return kj::READY_NOW;
+    });
+  }
+
+  kj::Promise<void> detokenize(DetokenizeContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      const tok::Tokenizer& tk = need_tokenizer(st_.service);
+      std::vector<uint32_t> ids;
+      for (int32_t id : ctx.getParams().getTokens()) {
+        require(id >= 0 && uint32_t(id) < tk.vocab_size(), "detokenize: id " + std::to_string(id) + " has no token");
+        ids.push_back(uint32_t(id));
+      }
+      ctx.getResults().setText(tk.decode(ids));
+      return kj::READY_NOW;
+    });
+  }
+
+  kj::Promise<void> reset(ResetContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<std::string>();
+      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<std::string>>>(kj::mv(paf.fulfiller));
+      st_.service.reset(id_, [f](std::string err) { (*f)->fulfill(kj::mv(err)); });
+      return paf.promise.then([](std::string err) -> kj::Promise<void> {
+        if (!err.empty()) return failure(err);
+        return kj::READY_NOW;
+      });
+    });
+  }
+
+  kj::Promise<void> cancel(CancelContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      st_.service.cancel(id_);
+      return kj::READY_NOW;
+    });
+  }
+
+  kj::Promise<void> save(SaveContext ctx) override {
+    return save_or_load(ctx.getParams().getPath().cStr(), true, [ctx](uint64_t n) mutable { ctx.getResults().setTokens(n); });
+  }
+  kj::Promise<void> load(LoadContext ctx) override {
+    return save_or_load(ctx.getParams().getPath().cStr(), false, [ctx](uint64_t n) mutable { ctx.getResults().setTokens(n); });
+  }
+
+  kj::Promise<void> stats(StatsContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      fill_session_stats(ctx.getResults().initStats(), st_.service.snapshot(id_));
+      return kj::READY_NOW;
+    });
+  }
+
+ private:
+  template <typename Set>
+  kj::Promise<void> save_or_load(std::string path, bool save, Set set) {
+    return guarded([&]() -> kj::Promise<void> {
+      require(!path.empty(), "save/load: empty path");
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<std::pair<std::string, uint64_t>>();
+      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<std::pair<std::string, uint64_t>>>>(
+          kj::mv(paf.fulfiller));
+      auto done = [f](std::string err, uint64_t n) { (*f)->fulfill(std::make_pair(std::move(err), n)); };
+      if (save) st_.service.save(id_, path, done);
+      else st_.service.load(id_, path, done);
+      return paf.promise.then([set](std::pair<std::string, uint64_t> r) mutable -> kj::Promise<void> {
+        if (!r.first.empty()) return failure(r.first);
+        set(r.second);
+        return kj::READY_NOW;
+      });
+    });
+  }
+
+  ServerState& st_;
+  uint64_t id_;
+};
+
+class EngineImpl final : public proto::Engine::Server {
+ public:
+  explicit EngineImpl(ServerState& st) : st_(st) {}
+
+  kj::Promise<void> info(InfoContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      EngineService& svc = st_.service;
+      const ModelConfig& c = svc.config();
+      auto i = ctx.getResults().initInfo();
+      i.setModel(svc.options().model);
+      i.setFamily(arch_name(c.arch));
+      i.setLayers(uint32_t(c.n_layers));
+      i.setHidden(uint32_t(c.hidden));
+      i.setVocab(uint32_t(c.vocab));
+      i.setRoutedExperts(uint32_t(c.n_experts));
+      i.setTopK(uint32_t(c.top_k));
+      i.setDefaultContext(uint32_t(svc.options().context));
+      i.setMaxContext(uint32_t(svc.max_context()));
+      i.setMaxSessions(uint32_t(svc.options().max_sessions));
+      i.setMaxQueued(uint32_t(svc.options().max_queued));
+      i.setExpertPath(svc.expert_path());
+      i.setBudgetBytes(svc.budget_bytes());
+      i.setTrunkBytes(svc.trunk_bytes());
+      const tok::Tokenizer* tk = svc.tokenizer();
+      i.setHasTokenizer(tk != nullptr);
+      i.setChatFormat(tk ? tok::chat_format_name(tk->config().chat_format) : "none");
+      return kj::READY_NOW;
+    });
+  }
+
+  kj::Promise<void> openSession(OpenSessionContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      const uint64_t id = st_.service.open(int64_t(ctx.getParams().getOptions().getContext()));
+      ctx.getResults().setSession(kj::heap<SessionImpl>(st_, id));
+      return kj::READY_NOW;
+    });
+  }
+
+  kj::Promise<void> stats(StatsContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      const ServiceStats s = st_.service.stats();
+      auto r = ctx.getResults();
+      auto g = r.initStats();
+      g.setUptimeSeconds(s.uptime_seconds);
+      g.setSessions(uint32_t(s.sessions));
+      g.setMaxSessions(uint32_t(st_.service.options().max_sessions));
+      g.setQueued(uint32_t(s.queued));
+      g.setRunning(uint32_t(s.running));
+      g.setMaxQueued(uint32_t(st_.service.options().max_queued));
+      g.setRequests(s.requests);
+      g.setFailed(s.failed);
+      g.setPromptTokens(s.prompt_tokens);
+      g.setTokens(s.tokens);
+      g.setDecodeSeconds(s.decode_seconds);
+      g.setTokPerSecond(s.decode_seconds > 0 ? double(s.tokens) / s.decode_seconds : 0.0);
+      g.setHits(s.experts.hits);
+      g.setMisses(s.experts.misses);
+      g.setBytesRead(s.experts.bytes_read);
+      g.setExpertPath(st_.service.expert_path());
+      g.setReattaches(s.reattaches);
+      auto list = r.initSessions(uint32_t(s.sessions_detail.size()));
+      for (size_t i = 0; i < s.sessions_detail.size(); ++i) fill_session_stats(list[uint32_t(i)], s.sessions_detail[i]);
+      return kj::READY_NOW;
+    });
+  }
+
+ private:
+  ServerState& st_;
+};
+
+struct Connection {
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+  Connection(kj::Own<kj::AsyncIoStream>&& s, ServerState& st)
+      : stream(kj::mv(s)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER),
+        rpc(capnp::makeRpcServer(network, capnp::Capability::Client(kj::heap<EngineImpl>(st)))) {}
+};
+
+struct Server : public kj::TaskSet::ErrorHandler {
+  ServerState state;
+  kj::Own<kj::ConnectionReceiver> listener;
+  kj::TaskSet tasks;
+  Server(EngineService& svc, kj::Own<kj::ConnectionReceiver> l)
+      : state{svc, kj::getCurrentThreadExecutor(), {}, 1}, listener(kj::mv(l)), tasks(*this) {}
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::info("compute: connection ended: {}", e.getDescription().cStr());
+  }
+
+  kj::Promise<void> accept_loop() {
+    return listener->accept().then([this](kj::Own<kj::AsyncIoStream>&& stream) {
+      auto c = kj::heap<Connection>(kj::mv(stream), state);
+      auto done = c->network.onDisconnect();
+      tasks.add(done.attach(kj::mv(c)));
+      return accept_loop();
+    });
+  }
+};
+
+}  // namespace
+
+kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener) {
+  auto server = kj::heap<Server>(service, kj::mv(listener));
+  auto loop = server->accept_loop();
+  return loop.attach(kj::mv(server));
+}
+
+}  // namespace waste::server

@@ -1,0 +1,18 @@
+// Serves Engine (proto/engine.capnp) over Cap'n Proto two-party connections: one Engine object
+// per connection; each Session capability it hands out closes its session (cancelling any
+// request, freeing the state) when released, which happens at the latest when the connection
+// ends. Runs on the calling thread's kj event loop; the EngineService's worker delivers tokens
+// to it through kj's cross-thread executor.
+#pragma once
+#include <kj/async-io.h>
+
+#include <string>
+
+#include "compute/server/engine_service.h"
+
+namespace waste::server {
+
+// Accepts on `listener` until the returned promise is dropped.
+kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener);
+
+}  // namespace waste::server

@@ -1,0 +1,128 @@
+# The compute process's RPC interface (docs/PROTOCOL.md, "Engine"). Front ends (waste chat,
+# waste-serve, libwaste) connect to <run-dir>/compute.sock, call openSession, then generate on the
+# returned Session; tokens stream back into a TokenSink capability the client passes in.
+# A Session belongs to its connection: when the connection closes, the session's state is freed
+# and any generation it has running is cancelled.
+@0xdd3d891eac33da0b;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("waste::proto");
+
+struct EngineInfo {
+  model @0 :Text;             # container directory
+  family @1 :Text;            # kimi_linear, kimi_k3, deepseek_v3
+  layers @2 :UInt32;
+  hidden @3 :UInt32;
+  vocab @4 :UInt32;
+  routedExperts @5 :UInt32;
+  topK @6 :UInt32;
+  defaultContext @7 :UInt32;  # a session's context when openSession asks for 0
+  maxContext @8 :UInt32;      # the most openSession grants
+  maxSessions @9 :UInt32;
+  maxQueued @10 :UInt32;      # generate requests waiting or running at once
+  expertPath @11 :Text;       # "iod at <socket>, N slots" or "in-process reads"
+  budgetBytes @12 :UInt64;    # expert cache bytes (iod slots x slot size, or the in-process cache)
+  trunkBytes @13 :UInt64;     # resident trunk
+  hasTokenizer @14 :Bool;
+  chatFormat @15 :Text;
+}
+
+struct SessionOptions {
+  context @0 :UInt32;         # tokens; 0 = the engine's default
+}
+
+struct ChatMessage {
+  role @0 :Text;              # system, user, assistant, tool
+  content @1 :Text;
+}
+
+struct GenerateRequest {
+  prompt :union {
+    text @0 :Text;            # plain text, no special tokens
+    tokens @1 :List(Int32);   # model ids as they are
+    chat @2 :List(ChatMessage);  # the chat template + the generation prompt (a continuing session
+                              # gets no second default system message)
+  }
+  maxTokens @3 :UInt32 = 256;
+  temperature @4 :Float32;    # <= 0: greedy
+  topP @5 :Float32 = 1.0;
+  topK @6 :UInt32;
+  minP @7 :Float32;
+  repetitionPenalty @8 :Float32 = 1.0;
+  seed @9 :UInt64;
+  stop @10 :List(Text);       # generation ends before the first occurrence of any
+}
+
+struct GenerateStats {
+  promptTokens @0 :UInt64;
+  tokens @1 :UInt64;          # generated
+  prefillSeconds @2 :Float64;
+  decodeSeconds @3 :Float64;
+  tokPerSecond @4 :Float64;   # decode
+  queueSeconds @5 :Float64;   # waited before the first step
+  hits @6 :UInt64;            # expert lookups during this request's steps
+  misses @7 :UInt64;
+  bytesRead @8 :UInt64;
+  stopReason @9 :Text;        # max_tokens, stop_token, stop_string, context, cancelled
+}
+
+struct SessionStats {
+  id @0 :UInt64;
+  position @1 :UInt64;        # tokens held in the session's state
+  context @2 :UInt64;
+  generating @3 :Bool;
+  requests @4 :UInt64;
+  promptTokens @5 :UInt64;
+  tokens @6 :UInt64;
+  decodeSeconds @7 :Float64;
+  tokPerSecond @8 :Float64;
+  hits @9 :UInt64;
+  misses @10 :UInt64;
+  bytesRead @11 :UInt64;
+}
+
+struct EngineStats {
+  uptimeSeconds @0 :Float64;
+  sessions @1 :UInt32;
+  maxSessions @2 :UInt32;
+  queued @3 :UInt32;          # generate requests waiting or running
+  running @4 :UInt32;         # of those, being stepped now
+  maxQueued @5 :UInt32;
+  requests @6 :UInt64;        # generate requests finished (any outcome)
+  failed @7 :UInt64;
+  promptTokens @8 :UInt64;
+  tokens @9 :UInt64;          # generated, all sessions
+  decodeSeconds @10 :Float64; # wall time with at least one session decoding
+  tokPerSecond @11 :Float64;  # tokens / decodeSeconds: aggregate over concurrent sessions
+  hits @12 :UInt64;
+  misses @13 :UInt64;
+  bytesRead @14 :UInt64;
+  expertPath @15 :Text;
+  reattaches @16 :UInt32;     # times compute reconnected to a restarted iod
+}
+
+interface TokenSink {
+  # One generated token and the text it completes (may be empty: a partial UTF-8 character or a
+  # held-back possible stop string; id -1 carries held-back text at the end). Flow-controlled.
+  token @0 (id :Int32, text :Text) -> stream;
+}
+
+interface Session {
+  # Feeds the prompt after what the session already holds, then streams tokens into `sink` and
+  # returns when generation ended (after every token was delivered). One at a time per session.
+  generate @0 (request :GenerateRequest, sink :TokenSink) -> (stats :GenerateStats);
+  tokenize @1 (text :Text) -> (tokens :List(Int32));
+  detokenize @2 (tokens :List(Int32)) -> (text :Text);
+  reset @3 () -> ();           # forget everything (position 0)
+  cancel @4 () -> ();          # ends a running generate (stopReason "cancelled"); keeps the state
+  # The session's token history to a file on the compute host / back (load re-prefills it).
+  save @5 (path :Text) -> (tokens :UInt64);
+  load @6 (path :Text) -> (tokens :UInt64);
+  stats @7 () -> (stats :SessionStats);
+}
+
+interface Engine {
+  info @0 () -> (info :EngineInfo);
+  openSession @1 (options :SessionOptions) -> (session :Session);
+  stats @2 () -> (stats :EngineStats, sessions :List(SessionStats));
+}
