@@ -21,6 +21,7 @@ IodExperts::IodExperts(const Container& container, const std::string& socket_pat
 }
 
 IodExperts::~IodExperts() {
+  if (dead_) return;  // no goodbye RPCs to a daemon that is gone (they would only log noise)
   try {
     end_layer();
     flush_releases();
@@ -59,6 +60,7 @@ const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h) {
     try {
       client_->stats();
     } catch (const Error& e) {
+      dead_ = true;
       throw Error(std::string("iod went away while compute waited for an expert: ") + e.what());
     }
   }
@@ -76,11 +78,22 @@ std::vector<ipc::SlotHandle> IodExperts::fetch_retrying(uint32_t layer, std::spa
       return hs;
     } catch (const Error& e) {
       if (std::string(e.what()).find("pinned or loading") == std::string::npos ||
-          std::chrono::steady_clock::now() > deadline)
+          std::chrono::steady_clock::now() > deadline) {
+        dead_ = dead_ || !alive();
         throw;
+      }
       to_release_.clear();
       std::this_thread::sleep_for(std::chrono::microseconds(attempt < 10 ? 100 : 2000));  // bounded by the deadline
     }
+  }
+}
+
+bool IodExperts::alive() {
+  try {
+    client_->stats();
+    return true;
+  } catch (const Error&) {
+    return false;
   }
 }
 
@@ -111,7 +124,12 @@ void IodExperts::release(int layer, int expert) {
 void IodExperts::prefetch(int layer, std::span<const int> experts) {
   if (experts.empty()) return;
   std::vector<uint32_t> ids(experts.begin(), experts.end());
-  client_->prefetch(uint32_t(layer), ids);
+  try {
+    client_->prefetch(uint32_t(layer), ids);
+  } catch (const Error&) {
+    dead_ = dead_ || !alive();
+    throw;
+  }
 }
 
 void IodExperts::fetch_layer(int layer, std::span<const int> experts) {

@@ -52,10 +52,12 @@ class IodExperts : public ExpertSource {
   void start_group();
   std::vector<ipc::SlotHandle> fetch_retrying(uint32_t layer, std::span<const uint32_t> ids);
   const uint8_t* wait_alive(ipc::SlotHandle h);
+  bool alive();  // one stats RPC: false when the connection is gone
 
   const Container& container_;
   std::string socket_;
   int liveness_ms_;
+  bool dead_ = false;  // the connection failed: skip RPCs on destruction
   std::unique_ptr<ipc::ExpertStoreClient> client_;
   std::map<int, std::vector<float>> codebooks_;
   std::vector<ipc::SlotHandle> to_release_;  // piggy-backed on the next fetch

@@ -43,6 +43,7 @@ void run_generate(RunOptions o) {
     return true;
   });
   std::printf("\n");
+  std::fflush(stdout);  // the text line ends before the figures (on stderr) start
   std::fprintf(stderr,
                "%lld tokens, %.2f s, %.2f tok/s (prompt %lld tokens in %.2f s), experts: %llu hits / %llu misses, "
                "%.3f GB read [%s; stop: %s]\n",
