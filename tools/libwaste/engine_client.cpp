@@ -1,0 +1,300 @@
+#include "tools/libwaste/engine_client.h"
+
+#include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
+#include <kj/exception.h>
+#include <kj/timer.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "proto/engine.capnp.h"
+#include "shared/util/error.h"
+
+namespace waste::client {
+
+std::string default_run_dir() {
+  if (const char* d = ::getenv("WASTE_RUN_DIR"); d && *d) return d;
+  if (const char* x = ::getenv("XDG_RUNTIME_DIR"); x && *x) return std::string(x) + "/waste";
+  return "/tmp/waste-" + std::to_string(::getuid());
+}
+
+std::string engine_address(const std::string& where) {
+  if (where.rfind("unix:", 0) == 0) return where;
+  std::error_code ec;
+  if (std::filesystem::is_directory(where, ec)) return "unix:" + where + "/compute.sock";
+  if (where.find('/') != std::string::npos || std::filesystem::exists(where, ec)) return "unix:" + where;
+  return where;  // host:port
+}
+
+namespace {
+
+// Runs an RPC and turns a kj exception into a waste::Error naming the address.
+template <typename F>
+auto call(const std::string& address, const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const kj::Exception& e) {
+    std::string d = e.getDescription().cStr();
+    const std::string prefix = "remote exception: ";
+    if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
+    if (e.getType() == kj::Exception::Type::DISCONNECTED) d = "compute went away (" + d + ")";
+    throw Error("compute " + address + ": " + what + ": " + d);
+  }
+}
+
+nlohmann::json session_json(proto::SessionStats::Reader s) {
+  return {{"id", s.getId()},
+          {"position", s.getPosition()},
+          {"context", s.getContext()},
+          {"generating", s.getGenerating()},
+          {"requests", s.getRequests()},
+          {"prompt_tokens", s.getPromptTokens()},
+          {"tokens", s.getTokens()},
+          {"decode_seconds", s.getDecodeSeconds()},
+          {"tok_per_s", s.getTokPerSecond()},
+          {"hits", s.getHits()},
+          {"misses", s.getMisses()},
+          {"bytes_read", s.getBytesRead()}};
+}
+
+// The client's TokenSink: hands each token to the callback; a false return fails the stream,
+// which the server takes as "stop".
+class SinkImpl final : public proto::TokenSink::Server {
+ public:
+  explicit SinkImpl(const OnToken& f) : f_(f) {}
+  kj::Promise<void> token(TokenContext ctx) override {
+    auto p = ctx.getParams();
+    auto t = p.getText();
+    bool go_on = true;
+    try {
+      go_on = f_(p.getId(), std::string_view(t.cStr(), t.size()));
+    } catch (...) {
+      go_on = false;
+    }
+    if (!go_on) return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str("client stopped"));
+    return kj::READY_NOW;
+  }
+
+ private:
+  const OnToken& f_;
+};
+
+struct Poller {
+  kj::Timer& timer;
+  const std::atomic<bool>* flag;
+  proto::Session::Client session;
+  kj::Promise<void> loop() {
+    return timer.afterDelay(50 * kj::MILLISECONDS).then([this]() -> kj::Promise<void> {
+      if (flag->load()) return session.cancelRequest().send().ignoreResult();
+      return loop();
+    });
+  }
+};
+
+}  // namespace
+
+struct Client::Impl {
+  std::string address;
+  capnp::EzRpcClient rpc;
+  proto::Engine::Client engine;
+  explicit Impl(const std::string& a) : address(a), rpc(a.c_str()), engine(rpc.getMain<proto::Engine>()) {}
+  kj::WaitScope& ws() { return rpc.getWaitScope(); }
+};
+
+struct Session::Impl {
+  Client::Impl* client;
+  proto::Session::Client session;
+};
+
+Client::Client(const std::string& where) {
+  const std::string a = engine_address(where);
+  call(a, "connect", [&] {
+    impl_ = std::make_unique<Impl>(a);
+    // EzRpcClient connects lazily: one round trip now so a missing compute fails here.
+    impl_->engine.infoRequest().send().wait(impl_->ws());
+    return 0;
+  });
+}
+
+Client::~Client() = default;
+
+const std::string& Client::address() const { return impl_->address; }
+
+Info Client::info() {
+  return call(impl_->address, "info", [&] {
+    auto r = impl_->engine.infoRequest().send().wait(impl_->ws());
+    auto i = r.getInfo();
+    Info o;
+    o.model = i.getModel().cStr();
+    o.family = i.getFamily().cStr();
+    o.expert_path = i.getExpertPath().cStr();
+    o.chat_format = i.getChatFormat().cStr();
+    o.layers = i.getLayers();
+    o.hidden = i.getHidden();
+    o.vocab = i.getVocab();
+    o.routed_experts = i.getRoutedExperts();
+    o.top_k = i.getTopK();
+    o.default_context = i.getDefaultContext();
+    o.max_context = i.getMaxContext();
+    o.max_sessions = i.getMaxSessions();
+    o.max_queued = i.getMaxQueued();
+    o.budget_bytes = i.getBudgetBytes();
+    o.trunk_bytes = i.getTrunkBytes();
+    o.has_tokenizer = i.getHasTokenizer();
+    return o;
+  });
+}
+
+nlohmann::json Client::stats() {
+  return call(impl_->address, "stats", [&] {
+    auto r = impl_->engine.statsRequest().send().wait(impl_->ws());
+    auto s = r.getStats();
+    nlohmann::json e = {{"uptime_seconds", s.getUptimeSeconds()},
+                        {"sessions", s.getSessions()},
+                        {"max_sessions", s.getMaxSessions()},
+                        {"queued", s.getQueued()},
+                        {"running", s.getRunning()},
+                        {"max_queued", s.getMaxQueued()},
+                        {"requests", s.getRequests()},
+                        {"failed", s.getFailed()},
+                        {"prompt_tokens", s.getPromptTokens()},
+                        {"tokens", s.getTokens()},
+                        {"decode_seconds", s.getDecodeSeconds()},
+                        {"tok_per_s", s.getTokPerSecond()},
+                        {"hits", s.getHits()},
+                        {"misses", s.getMisses()},
+                        {"bytes_read", s.getBytesRead()},
+                        {"expert_path", s.getExpertPath().cStr()},
+                        {"reattaches", s.getReattaches()}};
+    nlohmann::json list = nlohmann::json::array();
+    for (auto x : r.getSessions()) list.push_back(session_json(x));
+    return nlohmann::json{{"engine", e}, {"sessions", list}};
+  });
+}
+
+std::unique_ptr<Session> Client::open_session(uint32_t context) {
+  return call(impl_->address, "openSession", [&] {
+    auto req = impl_->engine.openSessionRequest();
+    req.initOptions().setContext(context);
+    auto r = req.send().wait(impl_->ws());
+    auto impl = std::make_unique<Session::Impl>(Session::Impl{impl_.get(), r.getSession()});
+    return std::unique_ptr<Session>(new Session(std::move(impl)));
+  });
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Result Session::generate(const Request& r, const OnToken& on_token, const std::atomic<bool>* interrupt) {
+  Client::Impl& c = *impl_->client;
+  return call(c.address, "generate", [&] {
+    auto req = impl_->session.generateRequest();
+    auto g = req.initRequest();
+    switch (r.kind) {
+      case Request::Kind::Text:
+        g.getPrompt().setText(r.text);
+        break;
+      case Request::Kind::Tokens: {
+        auto l = g.getPrompt().initTokens(uint32_t(r.tokens.size()));
+        for (size_t i = 0; i < r.tokens.size(); ++i) l.set(uint32_t(i), r.tokens[i]);
+        break;
+      }
+      case Request::Kind::Chat: {
+        auto l = g.getPrompt().initChat(uint32_t(r.chat.size()));
+        for (size_t i = 0; i < r.chat.size(); ++i) {
+          l[uint32_t(i)].setRole(r.chat[i].first);
+          l[uint32_t(i)].setContent(r.chat[i].second);
+        }
+        break;
+      }
+    }
+    g.setMaxTokens(r.max_tokens);
+    g.setTemperature(r.temperature);
+    g.setTopP(r.top_p);
+    g.setTopK(r.top_k);
+    g.setMinP(r.min_p);
+    g.setRepetitionPenalty(r.repetition_penalty);
+    g.setSeed(r.seed);
+    auto stops = g.initStop(uint32_t(r.stop.size()));
+    for (size_t i = 0; i < r.stop.size(); ++i) stops.set(uint32_t(i), r.stop[i]);
+    req.setSink(kj::heap<SinkImpl>(on_token));
+    auto reply = req.send();
+    // While waiting, a flag set by a signal handler is polled and turned into a cancel; the
+    // watcher runs on the same event loop as the wait and is dropped with it.
+    Poller poller{c.rpc.getIoProvider().getTimer(), interrupt, impl_->session};
+    kj::Promise<void> watcher = interrupt ? poller.loop().eagerlyEvaluate(nullptr) : kj::Promise<void>(kj::NEVER_DONE);
+    auto out = reply.wait(c.ws());
+    auto s = out.getStats();
+    return Result{s.getPromptTokens(), s.getTokens(), s.getPrefillSeconds(), s.getDecodeSeconds(), s.getTokPerSecond(),
+                  s.getQueueSeconds(), s.getHits(), s.getMisses(), s.getBytesRead(), s.getStopReason().cStr()};
+  });
+}
+
+std::vector<int32_t> Session::tokenize(const std::string& text) {
+  Client::Impl& c = *impl_->client;
+  return call(c.address, "tokenize", [&] {
+    auto req = impl_->session.tokenizeRequest();
+    req.setText(text);
+    auto r = req.send().wait(c.ws());
+    std::vector<int32_t> out;
+    for (int32_t id : r.getTokens()) out.push_back(id);
+    return out;
+  });
+}
+
+std::string Session::detokenize(const std::vector<int32_t>& ids) {
+  Client::Impl& c = *impl_->client;
+  return call(c.address, "detokenize", [&] {
+    auto req = impl_->session.detokenizeRequest();
+    auto l = req.initTokens(uint32_t(ids.size()));
+    for (size_t i = 0; i < ids.size(); ++i) l.set(uint32_t(i), ids[i]);
+    auto r = req.send().wait(c.ws());
+    return std::string(r.getText().cStr(), r.getText().size());
+  });
+}
+
+void Session::reset() {
+  Client::Impl& c = *impl_->client;
+  call(c.address, "reset", [&] {
+    impl_->session.resetRequest().send().wait(c.ws());
+    return 0;
+  });
+}
+
+void Session::cancel() {
+  Client::Impl& c = *impl_->client;
+  call(c.address, "cancel", [&] {
+    impl_->session.cancelRequest().send().wait(c.ws());
+    return 0;
+  });
+}
+
+uint64_t Session::save(const std::string& path) {
+  Client::Impl& c = *impl_->client;
+  return call(c.address, "save", [&] {
+    auto req = impl_->session.saveRequest();
+    req.setPath(path);
+    return req.send().wait(c.ws()).getTokens();
+  });
+}
+
+uint64_t Session::load(const std::string& path) {
+  Client::Impl& c = *impl_->client;
+  return call(c.address, "load", [&] {
+    auto req = impl_->session.loadRequest();
+    req.setPath(path);
+    return req.send().wait(c.ws()).getTokens();
+  });
+}
+
+nlohmann::json Session::stats() {
+  Client::Impl& c = *impl_->client;
+  return call(c.address, "stats", [&] {
+    auto r = impl_->session.statsRequest().send().wait(c.ws());
+    return session_json(r.getStats());
+  });
+}
+
+}  // namespace waste::client

@@ -1,0 +1,101 @@
+// The client side of Engine RPC (proto/engine.capnp) for front ends: waste chat, waste-serve,
+// libwaste's C API and tests. One Client per thread (its RPC runs on the calling thread's kj
+// event loop); a Session dies with its Client's connection.
+//
+//   waste::client::Client c(waste::client::default_run_dir());
+//   auto s = c.open_session();
+//   waste::client::Request r; r.text = "Hello";
+//   auto res = s->generate(r, [](int32_t id, std::string_view t) { fwrite(t.data(), 1, t.size(), stdout); return true; });
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace waste::client {
+
+// WASTE_RUN_DIR, else $XDG_RUNTIME_DIR/waste, else /tmp/waste-<uid>.
+std::string default_run_dir();
+// A run directory -> its compute.sock; a socket path -> "unix:<path>"; "unix:..." or host:port as is.
+std::string engine_address(const std::string& where);
+
+struct Info {
+  std::string model, family, expert_path, chat_format;
+  uint32_t layers = 0, hidden = 0, vocab = 0, routed_experts = 0, top_k = 0;
+  uint32_t default_context = 0, max_context = 0, max_sessions = 0, max_queued = 0;
+  uint64_t budget_bytes = 0, trunk_bytes = 0;
+  bool has_tokenizer = false;
+};
+
+struct Request {
+  enum class Kind { Text, Tokens, Chat } kind = Kind::Text;
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<std::pair<std::string, std::string>> chat;  // role, content
+  uint32_t max_tokens = 256;
+  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
+  uint32_t top_k = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+};
+
+struct Result {
+  uint64_t prompt_tokens = 0, tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0, tok_per_s = 0, queue_seconds = 0;
+  uint64_t hits = 0, misses = 0, bytes_read = 0;
+  std::string stop_reason;
+};
+
+// Gets each token and the text it completes (id -1: held-back text at the end). Return false
+// to stop the generation (the result then says "cancelled").
+using OnToken = std::function<bool(int32_t id, std::string_view text)>;
+
+class Client;
+
+class Session {
+ public:
+  ~Session();
+  // Streams tokens into on_token; when *interrupt turns true (e.g. from a signal handler) the
+  // generation is cancelled and the call returns what was generated. Throws Error on failure
+  // (the server's message: a refused limit, a lost compute).
+  Result generate(const Request& r, const OnToken& on_token, const std::atomic<bool>* interrupt = nullptr);
+  std::vector<int32_t> tokenize(const std::string& text);
+  std::string detokenize(const std::vector<int32_t>& ids);
+  void reset();
+  void cancel();
+  uint64_t save(const std::string& path);  // on the compute host; returns tokens saved
+  uint64_t load(const std::string& path);
+  nlohmann::json stats();
+
+ private:
+  friend class Client;
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Client {
+ public:
+  // Connects (see engine_address); throws Error naming the address when nothing answers.
+  explicit Client(const std::string& where);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::string& address() const;
+  Info info();
+  nlohmann::json stats();  // {"engine": {...}, "sessions": [...]}
+  std::unique_ptr<Session> open_session(uint32_t context = 0);
+
+  struct Impl;  // opaque (engine_client.cpp); a Session must not outlive its Client
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace waste::client

@@ -1,0 +1,298 @@
+// waste-serve: an OpenAI-compatible HTTP front end of a running waste-compute. Each HTTP request
+// opens its own connection and session (freed when the request ends), so concurrent requests
+// are batched by compute like any other clients.
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <sstream>
+
+#include "shared/util/error.h"
+#include "tools/libwaste/engine_client.h"
+#include "tools/serve/openai.h"
+
+namespace {
+
+using nlohmann::json;
+using waste::serve::ApiError;
+
+struct Config {
+  std::string address;     // Engine RPC address
+  std::string api_key;
+  std::string model_name;  // reported by /v1/models and in replies
+  waste::serve::Limits limits;
+};
+
+std::atomic<uint64_t> g_request_id{1};
+httplib::Server* g_server = nullptr;
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(waste::serve::error_body(e).dump(), "application/json");
+}
+
+// A compute error as an HTTP error: limits -> 429, a prompt too long -> 400, no compute -> 503.
+ApiError classify(const std::string& what) {
+  auto has = [&](const char* s) { return what.find(s) != std::string::npos; };
+  if (has("does not fit the context") || has("context of"))
+    return {400, what, "invalid_request_error", "messages", "context_length_exceeded"};
+  if (has("too many sessions") || has("compute is busy") || has("already generating"))
+    return {429, what, "rate_limit_error", "", "overloaded"};
+  if (has("went away") || has("connect") || has("Connection refused") || has("No such file"))
+    return {503, what, "server_error", "", "compute_unavailable"};
+  if (has("must be") || has("outside the vocabulary") || has("not valid UTF-8") || has("UTF-8"))
+    return {400, what, "invalid_request_error", "", ""};
+  return {500, what, "server_error", "", ""};
+}
+
+bool authorized(const Config& cfg, const httplib::Request& req, httplib::Response& res) {
+  if (cfg.api_key.empty()) return true;
+  if (req.get_header_value("Authorization") == "Bearer " + cfg.api_key) return true;
+  send_error(res, {401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_request_error", "", "invalid_api_key"});
+  return false;
+}
+
+std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+
+void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (!authorized(cfg, req, res)) return;
+  ApiError err;
+  auto parsed = waste::serve::parse_request(req.body, chat, cfg.limits, &err);
+  if (!parsed) return send_error(res, err);
+  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(g_request_id++);
+  const int64_t created = int64_t(std::time(nullptr));
+
+  // Connect and open the session before answering, so refusals get a proper status.
+  std::shared_ptr<waste::client::Client> client;
+  std::shared_ptr<waste::client::Session> session;
+  try {
+    client = std::make_shared<waste::client::Client>(cfg.address);
+    session = std::shared_ptr<waste::client::Session>(client->open_session(0).release());
+    // Over-long prompts are refused up front (compute re-checks with the template included).
+    const uint32_t max_ctx = client->info().default_context;
+    if (parsed->prompt_text.size() >= max_ctx) {
+      const size_t n = session->tokenize(parsed->prompt_text).size();
+      if (n >= max_ctx)
+        return send_error(res, {400,
+                                "the prompt has " + std::to_string(n) + " tokens, the context is " +
+                                    std::to_string(max_ctx),
+                                "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
+    }
+  } catch (const std::exception& e) {
+    return send_error(res, classify(e.what()));
+  }
+
+  auto head = [&, id, created](json choice) {
+    return json{{"id", id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", cfg.model_name},
+                {"choices", json::array({std::move(choice)})}};
+  };
+
+  if (!parsed->stream) {
+    std::string text;
+    try {
+      auto r = session->generate(parsed->request, [&](int32_t, std::string_view t) {
+        text.append(t);
+        return true;
+      });
+      json choice = chat ? json{{"index", 0},
+                                {"message", {{"role", "assistant"}, {"content", text}}},
+                                {"finish_reason", waste::serve::finish_reason(r.stop_reason)}}
+                         : json{{"index", 0},
+                                {"text", text},
+                                {"logprobs", nullptr},
+                                {"finish_reason", waste::serve::finish_reason(r.stop_reason)}};
+      json body = head(std::move(choice));
+      body["object"] = chat ? "chat.completion" : "text_completion";
+      body["usage"] = waste::serve::usage_json(r);
+      res.set_content(body.dump(), "application/json");
+    } catch (const std::exception& e) {
+      send_error(res, classify(e.what()));
+    }
+    return;
+  }
+
+  // Streaming: Server-Sent Events, one chunk per piece of text, then [DONE]. The generation
+  // runs inside the content provider, on this request's thread (its own RPC event loop).
+  auto p = std::make_shared<waste::serve::ParsedRequest>(std::move(*parsed));
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", [client, session, p, head, chat](size_t, httplib::DataSink& sink) {
+    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    bool open = true;
+    if (chat) open = write(sse(head({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}})));
+    try {
+      auto r = session->generate(p->request, [&](int32_t, std::string_view t) {
+        if (!open) return false;
+        if (t.empty()) return true;
+        json choice = chat ? json{{"index", 0}, {"delta", {{"content", std::string(t)}}}, {"finish_reason", nullptr}}
+                           : json{{"index", 0}, {"text", std::string(t)}, {"finish_reason", nullptr}};
+        open = write(sse(head(std::move(choice))));
+        return open;  // the HTTP client went away: stop generating
+      });
+      if (open) {
+        json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", waste::serve::finish_reason(r.stop_reason)}}
+                         : json{{"index", 0}, {"text", ""}, {"finish_reason", waste::serve::finish_reason(r.stop_reason)}};
+        json chunk = head(std::move(last));
+        chunk["usage"] = waste::serve::usage_json(r);
+        write(sse(chunk));
+      }
+    } catch (const std::exception& e) {
+      // Headers are out: the error travels as an event, as OpenAI's servers do.
+      if (open) write(sse(waste::serve::error_body(classify(e.what()))));
+    }
+    if (open) write("data: [DONE]\n\n");
+    sink.done();
+    return true;
+  });
+}
+
+std::string metrics(const Config& cfg) {
+  waste::client::Client c(cfg.address);
+  const json s = c.stats();
+  const json& e = s["engine"];
+  std::ostringstream o;
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << v << "\n";
+  };
+  metric("waste_tokens_generated_total", "counter", "Tokens generated, all sessions.", e["tokens"].get<double>());
+  metric("waste_prompt_tokens_total", "counter", "Prompt tokens fed.", e["prompt_tokens"].get<double>());
+  metric("waste_tokens_per_second", "gauge", "Generated tokens per second of decoding wall time (aggregate).",
+         e["tok_per_s"].get<double>());
+  metric("waste_expert_hits_total", "counter", "Expert lookups served from the cache.", e["hits"].get<double>());
+  metric("waste_expert_misses_total", "counter", "Expert lookups that read the disk.", e["misses"].get<double>());
+  metric("waste_expert_read_gigabytes_total", "counter", "Expert bytes read from disk, in GB.",
+         e["bytes_read"].get<double>() / 1e9);
+  metric("waste_sessions", "gauge", "Open sessions.", e["sessions"].get<double>());
+  metric("waste_requests_queued", "gauge", "Generate requests queued or running.", e["queued"].get<double>());
+  metric("waste_requests_total", "counter", "Generate requests finished.", e["requests"].get<double>());
+  metric("waste_requests_failed_total", "counter", "Generate requests that failed.", e["failed"].get<double>());
+  metric("waste_uptime_seconds", "gauge", "Seconds since compute started.", e["uptime_seconds"].get<double>());
+  return o.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  std::string connect = waste::client::default_run_dir(), listen = "127.0.0.1:8080";
+  size_t max_body = 1u << 20;
+  int threads = 8;
+  CLI::App app{"waste-serve: OpenAI-compatible HTTP server in front of waste-compute"};
+  app.add_option("--connect", connect, "compute's run directory or socket (default: the default run dir)");
+  app.add_option("--listen", listen, "HOST:PORT to bind (127.0.0.1:8080; port 0 picks one)");
+  app.add_option("--api-key", cfg.api_key, "require Authorization: Bearer KEY (default: WASTE_API_KEY if set)");
+  app.add_option("--max-body", max_body, "largest request body in bytes (1 MiB)");
+  app.add_option("--threads", threads, "HTTP worker threads (8)");
+  app.add_option("--model-name", cfg.model_name, "model id reported to clients (default: the container's name)");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  if (cfg.api_key.empty())
+    if (const char* k = ::getenv("WASTE_API_KEY")) cfg.api_key = k;
+  cfg.address = waste::client::engine_address(connect);
+  cfg.limits.max_prompt_bytes = max_body;
+
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    spdlog::error("--listen {}: expected HOST:PORT", listen);
+    return 2;
+  }
+  const std::string host = listen.substr(0, colon);
+  const int port = std::atoi(listen.c_str() + colon + 1);
+  try {
+    waste::client::Client c(cfg.address);
+    const auto info = c.info();
+    if (cfg.model_name.empty()) cfg.model_name = std::filesystem::path(info.model).filename().string();
+    if (cfg.model_name.empty()) cfg.model_name = "waste";
+    spdlog::info("serve: compute at {}: {} ({}), context {}", cfg.address, cfg.model_name, info.family,
+                 info.default_context);
+  } catch (const std::exception& e) {
+    spdlog::error("serve: {}", e.what());
+    return 1;
+  }
+
+  httplib::Server svr;
+  g_server = &svr;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(std::max(1, threads))); };
+  svr.set_payload_max_length(max_body);
+  svr.set_read_timeout(30, 0);
+  // httplib's own refusals (413 body too large, 404, 400 bad request line) get OpenAI bodies.
+  svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) send_error(res, {413, "the request body is too large", "invalid_request_error", "", "payload_too_large"});
+    else if (res.status == 404) send_error(res, {404, "no such endpoint", "invalid_request_error", "", "not_found"});
+    else if (res.status == 405) send_error(res, {405, "method not allowed", "invalid_request_error", "", ""});
+    else send_error(res, {res.status, "bad request", res.status >= 500 ? "server_error" : "invalid_request_error", "", ""});
+  });
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, {500, what, "server_error", "", ""});
+  });
+
+  svr.Post("/v1/chat/completions",
+           [&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, true); });
+  svr.Post("/v1/completions", [&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, false); });
+  svr.Get("/v1/models", [&](const httplib::Request& q, httplib::Response& r) {
+    if (!authorized(cfg, q, r)) return;
+    json m = {{"id", cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "waste"}};
+    r.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+  });
+  svr.Get("/health", [&](const httplib::Request&, httplib::Response& r) {
+    try {
+      waste::client::Client c(cfg.address);
+      const json s = c.stats();
+      r.set_content(json{{"status", "ok"}, {"model", cfg.model_name}, {"sessions", s["engine"]["sessions"]}}.dump(),
+                    "application/json");
+    } catch (const std::exception& e) {
+      send_error(r, {503, e.what(), "server_error", "", "compute_unavailable"});
+    }
+  });
+  svr.Get("/metrics", [&](const httplib::Request& q, httplib::Response& r) {
+    if (!authorized(cfg, q, r)) return;
+    try {
+      r.set_content(metrics(cfg), "text/plain; version=0.0.4");
+    } catch (const std::exception& e) {
+      send_error(r, {503, e.what(), "server_error", "", "compute_unavailable"});
+    }
+  });
+
+  // SIGTERM/SIGINT stop the listener; in-flight requests finish on their threads.
+  std::signal(SIGPIPE, SIG_IGN);
+  auto on_signal = [](int) {
+    if (g_server) g_server->stop();
+  };
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+
+  int bound = port;
+  if (port == 0) {
+    bound = svr.bind_to_any_port(host);
+  } else if (!svr.bind_to_port(host, port)) {
+    bound = -1;
+  }
+  if (bound < 0) {
+    spdlog::error("serve: cannot bind {}", listen);
+    return 1;
+  }
+  // The line the supervisor and tests read to learn the port.
+  spdlog::info("serve: listening on http://{}:{}", host, bound);
+  std::fflush(stdout);
+  if (!svr.listen_after_bind()) {
+    spdlog::error("serve: listening on {}:{} failed", host, bound);
+    return 1;
+  }
+  spdlog::info("serve: stopped");
+  return 0;
+}
