@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "shared/util/error.h"
@@ -19,6 +20,8 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("--run-dir", o.run_dir, "iod run directory: attach to the iod running there, else start one there");
   cmd->add_option("--budget", o.budget, "Expert cache of a private iod (bytes: 4G, 900M, ...)");
   cmd->add_option("--slots", o.slots, "Exact cache slots of a private iod (overrides --budget)");
+  cmd->add_option("--working-sets", o.working_sets,
+                  "Private iod cache in token working sets (MoE layers x top_k records) beyond one layer in flight");
   cmd->add_flag("!--no-progress", o.progress, "No progress bar");
 }
 
@@ -53,9 +56,26 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
         run = tmp_run_dir_ = tmpl;
       }
       std::vector<std::string> args = {"--model", o.model};
-      if (o.slots > 0) args.insert(args.end(), {"--slots", std::to_string(o.slots)});
+      uint32_t slots = o.slots;
+      if (slots == 0 && o.working_sets > 0) {
+        const ModelConfig& c = iod_container_->config();
+        const double ws = double(iod_container_->expert_layers().size()) * c.top_k;
+        slots = uint32_t(c.top_k + o.working_sets * ws + 0.5);
+      }
+      if (slots > 0) args.insert(args.end(), {"--slots", std::to_string(slots)});
       else if (!o.budget.empty()) args.insert(args.end(), {"--budget", o.budget});
-      private_iod_.emplace(args, run);
+      // The daemon logs to its stdout; point the child's stdout at our stderr so that command
+      // output (`--json`, generated text) stays clean. fd 1 is swapped only around the fork.
+      std::fflush(stdout);
+      const int saved_stdout = ::dup(1);
+      if (saved_stdout >= 0) ::dup2(2, 1);
+      try {
+        private_iod_.emplace(args, run);
+      } catch (...) {
+        if (saved_stdout >= 0) ::dup2(saved_stdout, 1), ::close(saved_stdout);
+        throw;
+      }
+      if (saved_stdout >= 0) ::dup2(saved_stdout, 1), ::close(saved_stdout);
       socket = private_iod_->socket_path();
       path_note_ = "private iod (" + iobench::find_iod_binary() + ")";
     }

@@ -24,6 +24,7 @@ struct EngineCliOptions {
   std::string run_dir;      // attach to (or start) iod here; empty: a private temporary one
   std::string budget;       // private iod: cache bytes
   uint32_t slots = 0;       // private iod: exact slot count
+  double working_sets = 0;  // private iod: slots = one layer in flight + this many token working sets
   bool progress = true;
   bool resident = false;    // every expert read into RAM first (no iod; bench --resident)
 };
