@@ -197,10 +197,11 @@ class SessionImpl final : public proto::Session::Server {
       switch (p.which()) {
         case proto::GenerateRequest::Prompt::TEXT: {
           auto t = p.getText();
-          prompt = [&] {
-            const auto ids = need_tokenizer(svc).encode(std::string_view(t.cStr(), t.size()));
-            return std::vector<int32_t>(ids.begin(), ids.end());
-          }();
+          const tok::Tokenizer& tk = need_tokenizer(svc);
+          // A plain prompt opening a session starts with bos when the tokenizer asks for one
+          // (as `waste run` does), so both give the same tokens.
+          if (svc.position(id_) == 0 && tk.config().add_bos && tk.config().bos_id) prompt.push_back(int32_t(*tk.config().bos_id));
+          for (uint32_t id : tk.encode(std::string_view(t.cStr(), t.size()))) prompt.push_back(int32_t(id));
           break;
         }
         case proto::GenerateRequest::Prompt::TOKENS:
