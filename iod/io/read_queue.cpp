@@ -18,7 +18,8 @@ uint32_t ReadQueue::Ring::pop() {
   return s;
 }
 
-ReadQueue::ReadQueue(uint32_t slot_count) : jobs_(slot_count), mark_(slot_count, Mark::None) {
+ReadQueue::ReadQueue(uint32_t slot_count)
+    : jobs_(slot_count), mark_(slot_count, Mark::None), in_prefetch_ring_(slot_count, false) {
   demand_.slots.assign(slot_count, 0);
   prefetch_.slots.assign(slot_count, 0);
 }
@@ -31,7 +32,12 @@ void ReadQueue::push(const ReadJob& job, bool demand) {
             "iod read queue: slot " + std::to_string(job.slot) + " already has a queued read");
     jobs_[job.slot] = job;
     mark_[job.slot] = demand ? Mark::Demand : Mark::Prefetch;
-    (demand ? demand_ : prefetch_).push(job.slot);
+    if (demand) {
+      demand_.push(job.slot);
+    } else if (!in_prefetch_ring_[job.slot]) {  // else the copy a promotion left behind serves
+      prefetch_.push(job.slot);
+      in_prefetch_ring_[job.slot] = true;
+    }
     ++waiting_;
   }
   cv_.notify_one();
@@ -53,6 +59,7 @@ std::optional<ReadJob> ReadQueue::pop_locked() {
   while (demand_.size > 0 || prefetch_.size > 0) {
     bool from_demand = demand_.size > 0;
     uint32_t s = from_demand ? demand_.pop() : prefetch_.pop();
+    if (!from_demand) in_prefetch_ring_[s] = false;
     Mark want = from_demand ? Mark::Demand : Mark::Prefetch;
     if (mark_[s] != want) continue;  // the other copy of a promoted prefetch
     mark_[s] = Mark::Taken;

@@ -1,8 +1,9 @@
 // The bounded queue between the store (which decides what to read) and a read engine (which
 // reads it). Two priorities: demand reads always leave before prefetch reads. Each slot has at
-// most one read outstanding, so both rings hold at most slot_count entries and are sized once
-// at start-up. A prefetch that a demand joins is promoted (queued again at demand priority; the
-// engine skips whichever copy comes second).
+// most one read outstanding and sits in each ring at most once, so both rings hold at most
+// slot_count entries and are sized once at start-up. A prefetch that a demand joins is promoted
+// (queued again at demand priority; its copy left in the prefetch ring is skipped when popped,
+// or reused if the slot is prefetched again before that).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -52,6 +53,10 @@ class ReadQueue {
   std::condition_variable cv_;
   std::vector<ReadJob> jobs_;   // per slot: the job waiting to leave
   std::vector<Mark> mark_;      // per slot
+  // Per slot: a copy sits in the prefetch ring (live, or left behind by a promotion). Under
+  // steady demand the prefetch ring is not popped, so without this a slot prefetched and
+  // promoted again and again would pile up copies until the ring overflowed.
+  std::vector<bool> in_prefetch_ring_;
   Ring demand_, prefetch_;
   size_t waiting_ = 0;
   bool closed_ = false;
