@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -26,17 +27,28 @@ SimdLevel kernel_level(SimdLevel level) {
 }
 
 // Tables are built per token and per expert's down product; keep the transposed books of the
-// last few codebook pointers so repeated builds do not re-transpose (thread-local: no locks).
+// last few codebooks so repeated builds do not re-transpose (thread-local: no locks). A hit
+// needs the same pointer AND the same contents: a freed codebook buffer's address may be
+// reused for other books. The compare reads 24 KiB, far less than building one table.
 const BooksT& transposed(const float* books) {
-  struct Entry { const float* key = nullptr; std::unique_ptr<BooksT> t; };
+  struct Entry {
+    const float* key = nullptr;
+    std::unique_ptr<float[]> copy;  // the books as they were when transposed
+    std::unique_ptr<BooksT> t;
+  };
+  constexpr size_t kBookBytes = kCodebookFloats * sizeof(float);
   thread_local Entry cache[4];
   thread_local int next = 0;
   for (auto& e : cache)
-    if (e.key == books && e.t) return *e.t;
+    if (e.key == books && e.t && std::memcmp(e.copy.get(), books, kBookBytes) == 0) return *e.t;
   Entry& e = cache[next];
   next = (next + 1) % 4;
-  if (!e.t) e.t = std::make_unique<BooksT>();
+  if (!e.t) {
+    e.t = std::make_unique<BooksT>();
+    e.copy = std::make_unique<float[]>(kCodebookFloats);
+  }
   transpose_books(books, *e.t);
+  std::memcpy(e.copy.get(), books, kBookBytes);
   e.key = books;
   return *e.t;
 }

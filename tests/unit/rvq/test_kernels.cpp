@@ -252,3 +252,21 @@ TEST_CASE("apply_expert: VQ3R and F32/BF16 experts against a float reference; ba
     CHECK(rel_err(y.data(), ref[0]) < (f == TensorFormat::F32 ? 1e-5 : 2e-2));
   }
 }
+
+TEST_CASE("build_tables: new books in a reused buffer give new tables (no stale transposed books)") {
+  const int cols = 64;
+  const std::vector<float> x = gaussian(size_t(cols), 11);
+  const std::vector<float> books_a = gaussian(kCodebookFloats, 12, 0.1f);
+  const std::vector<float> books_b = gaussian(kCodebookFloats, 13, 0.1f);
+  RvqTables fresh_b;
+  build_tables_at(SimdLevel::Scalar, x.data(), cols, books_b.data(), fresh_b);
+
+  std::vector<float> buffer = books_a;  // one address, two sets of books
+  RvqTables first, second;
+  build_tables_at(SimdLevel::Scalar, x.data(), cols, buffer.data(), first);
+  std::memcpy(buffer.data(), books_b.data(), kCodebookFloats * sizeof(float));
+  build_tables_at(SimdLevel::Scalar, x.data(), cols, buffer.data(), second);
+  CHECK(first.q != fresh_b.q);
+  CHECK(second.q == fresh_b.q);
+  CHECK(second.block_scale == fresh_b.block_scale);
+}
