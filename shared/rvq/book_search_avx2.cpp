@@ -3,18 +3,9 @@
 #include <immintrin.h>
 
 #include "shared/rvq/book_search.h"
+#include "shared/rvq/mul_exact_simd.h"
 
 namespace waste::rvq_detail {
-
-namespace {
-// A product the compiler may not fuse with the following add (GCC contracts intrinsic
-// mul+add into FMA in C++ mode), so every path rounds exactly like the scalar reference.
-inline __m256 mul_exact(__m256 a, __m256 b) {
-  __m256 p = _mm256_mul_ps(a, b);
-  asm("" : "+v"(p));
-  return p;
-}
-}  // namespace
 
 void scores_avx2(const float* q, const StageBook& b, float* out) {
   __m256 m[kVqDim];

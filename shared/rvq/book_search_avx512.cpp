@@ -6,18 +6,9 @@
 #include <immintrin.h>
 
 #include "shared/rvq/book_search.h"
+#include "shared/rvq/mul_exact_simd.h"
 
 namespace waste::rvq_detail {
-
-namespace {
-// A product the compiler may not fuse with the following add (GCC contracts intrinsic
-// mul+add into FMA in C++ mode), so every path rounds exactly like the scalar reference.
-inline __m512 mul_exact(__m512 a, __m512 b) {
-  __m512 p = _mm512_mul_ps(a, b);
-  asm("" : "+v"(p));
-  return p;
-}
-}  // namespace
 
 void scores_avx512(const float* q, const StageBook& b, float* out) {
   __m512 m[kVqDim];

@@ -11,19 +11,10 @@
 #include <vector>
 
 #include "shared/rvq/kernel_paths.h"
+#include "shared/rvq/mul_exact_simd.h"
 #include "shared/util/half.h"
 
 namespace waste::rvq_detail {
-
-namespace {
-// A product the compiler may not fuse with the following add (GCC contracts intrinsic
-// mul+add into FMA in C++ mode), so every path rounds exactly like the scalar reference.
-inline __m512 mul_exact(__m512 a, __m512 b) {
-  __m512 p = _mm512_mul_ps(a, b);
-  asm("" : "+v"(p));
-  return p;
-}
-}  // namespace
 
 float table_block_avx512(const float* x, int nv, const BooksT& b, uint8_t* q) {
   constexpr int kPer = kVqStages * kVqEntries;
