@@ -178,7 +178,12 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
   s.out.resize(size_t(n) * H);
   if (v.format == TensorFormat::VQ3R) {
     const size_t nn = static_cast<size_t>(n);
-    std::vector<const RvqTables*> tg(nn), tu(nn), td(nn);
+    auto& tg = s.gate_tables;
+    auto& tu = s.up_tables;
+    auto& td = s.down_tables;
+    tg.resize(nn);
+    tu.resize(nn);
+    td.resize(nn);
     for (int i = 0; i < n; ++i) { tg[size_t(i)] = &t[i]->gate; tu[size_t(i)] = &t[i]->up; }
     rvq_matmul(v.gate, v.gate_scales, I, H, tg.data(), n, s.gate.data(), size_t(I), pool);
     rvq_matmul(v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), pool);

@@ -78,10 +78,12 @@ struct ExpertTables {
 // experts are lossless (only x is kept).
 void build_expert_tables(const float* x, int hidden, const float* layer_codebooks, ExpertTables& out);
 
-// Reusable buffers of one caller (not shared between threads).
+// Reusable buffers of one caller (not shared between threads), so the per-expert path does
+// not allocate once they have grown to the largest batch.
 struct ExpertScratch {
   std::vector<float> gate, up, h, out;
   std::vector<RvqTables> down;
+  std::vector<const RvqTables*> gate_tables, up_tables, down_tables;  // per token of a batch
 };
 
 // y[hidden] += weight * down(act(gate x, up x)) for one expert in any format. For VQ3R the
