@@ -12,8 +12,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <signal.h>
+#include <thread>
 #include <vector>
 
+#include "shared/ipc/expert_store_client.h"
+#include "shared/util/error.h"
 #include "tests/integration/process.h"
 
 using namespace waste::test;
@@ -174,4 +178,40 @@ TEST_CASE("VQ3R experts and the default trunk: logit error and top-1 agreement (
     MESSAGE(name << " VQ3R: " << out);
     CHECK(out.find("top-1 agreement") != std::string::npos);
   }
+}
+
+TEST_CASE("iod killed mid-request: the command fails with a clear error, no crash, no hang") {
+  TempDir tmp;
+  const std::string model = tmp / "m.waste", run = tmp / "run";
+  run_ok(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --seed 9 --out " + model);
+  std::filesystem::create_directories(run);
+  std::filesystem::permissions(run, std::filesystem::perms::owner_all);
+  const char* iod_env = std::getenv("WASTE_IOD");
+  REQUIRE(iod_env != nullptr);
+  const std::string iod_pid = run_ok(std::string(iod_env) + " --model " + model + " --run-dir " + run +
+                                     " --slots 6 > " + (tmp / "iod.log") + " 2>&1 & echo $!");
+  const pid_t pid = pid_t(std::stol(iod_pid));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto poll = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };  // bounded by the deadline
+  while (!std::filesystem::exists(run + "/iod.sock") && std::chrono::steady_clock::now() < deadline) poll();
+  REQUIRE(std::filesystem::exists(run + "/iod.sock"));
+  // A long decode against that iod (bounded by timeout in case the error path hangs).
+  run_ok("(timeout 120 " + waste_bin() + " bench " + model + " --run-dir " + run + " -n 1000000 --no-progress > " +
+         (tmp / "bench.log") + " 2>&1; echo $? > " + (tmp / "bench.rc") + ") > /dev/null 2>&1 &");
+  // Once the bench is fetching (iod counted misses), kill iod without warning.
+  {
+    waste::ipc::ExpertStoreClient probe(run + "/iod.sock");
+    while (probe.stats().value("misses", uint64_t(0)) == 0 && std::chrono::steady_clock::now() < deadline) poll();
+  }
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  run_command("wait " + iod_pid);
+  while (!std::filesystem::exists(tmp / "bench.rc") && std::chrono::steady_clock::now() < deadline) poll();
+  REQUIRE(std::filesystem::exists(tmp / "bench.rc"));
+  std::string rc, log;
+  std::getline(std::ifstream(tmp / "bench.rc"), rc);
+  std::ifstream lf(tmp / "bench.log");
+  log.assign(std::istreambuf_iterator<char>(lf), std::istreambuf_iterator<char>());
+  INFO(log);
+  CHECK(rc == "1");  // waste::Error, not a crash (>= 128) or the timeout (124)
+  CHECK(log.find("waste: error: iod") != std::string::npos);
 }
