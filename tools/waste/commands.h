@@ -14,5 +14,7 @@ void register_tokenize_command(CLI::App& app);    // tokenize       (tools/waste
 void register_eval_command(CLI::App& app);        // eval           (tools/waste/cmd_eval.cpp)
 void register_run_command(CLI::App& app);         // run            (tools/waste/cmd_run.cpp)
 void register_bench_command(CLI::App& app);       // bench          (tools/waste/cmd_bench.cpp)
+void register_up_commands(CLI::App& app);         // up, down, status (tools/waste/cmd_up.cpp)
+void register_chat_command(CLI::App& app);        // chat           (tools/waste/cmd_chat.cpp)
 
 }  // namespace waste::cli

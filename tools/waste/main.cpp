@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   waste::cli::register_eval_command(app);
   waste::cli::register_run_command(app);
   waste::cli::register_bench_command(app);
+  waste::cli::register_up_commands(app);
+  waste::cli::register_chat_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

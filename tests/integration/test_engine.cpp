@@ -1,0 +1,255 @@
+// Engine RPC with real processes: waste-iod + waste-compute under the supervisor, clients
+// through the C++ client library and libwaste's C example.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "shared/util/error.h"
+#include "tests/integration/test_engine_instance.h"
+#include "tools/libwaste/engine_client.h"
+
+using namespace waste;
+using namespace waste::test;
+
+namespace {
+
+struct Generated {
+  std::vector<int32_t> ids;
+  std::string text;
+  client::Result result;
+};
+
+client::Request greedy(const std::string& prompt, uint32_t n) {
+  client::Request r;
+  r.text = prompt;
+  r.max_tokens = n;
+  return r;
+}
+
+Generated run_alone(const std::string& where, const client::Request& r) {
+  client::Client c(where);
+  auto s = c.open_session();
+  Generated g;
+  g.result = s->generate(r, [&](int32_t id, std::string_view t) {
+    if (id >= 0) g.ids.push_back(id);
+    g.text.append(t);
+    return true;
+  });
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; limits; save/load; libwaste") {
+  Instance inst("--max-sessions 3");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  const std::string where = inst.run_dir();
+
+  client::Client info_client(where);
+  const client::Info info = info_client.info();
+  CHECK(info.family == "kimi_linear");
+  CHECK(info.max_sessions == 3);
+  CHECK(info.expert_path.find("iod at") == 0);
+
+  // A long request A and a short one B. Alone first.
+  const client::Request ra = greedy("The quick brown fox", 100), rb = greedy("Once upon a time", 16);
+  const Generated alone_a = run_alone(where, ra), alone_b = run_alone(where, rb);
+  REQUIRE(alone_a.ids.size() == 100);
+  REQUIRE(alone_b.ids.size() == 16);
+  CHECK(alone_a.ids != std::vector<int32_t>(alone_b.ids.begin(), alone_b.ids.end()));
+  // Greedy is deterministic: the same request again gives the same ids.
+  CHECK(run_alone(where, rb).ids == alone_b.ids);
+
+  // Together: A's client holds its first token until B has produced one, so A is mid-generation
+  // (flow-controlled) while B runs: the two are interleaved, not one after the other.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool b_started = false;
+  Generated both_a, both_b;
+  std::string err_a, err_b;
+  std::thread ta([&] {
+    try {
+      client::Client c(where);
+      auto s = c.open_session();
+      bool first = true;
+      both_a.result = s->generate(ra, [&](int32_t id, std::string_view) {
+        if (id >= 0) both_a.ids.push_back(id);
+        if (first) {
+          first = false;
+          std::unique_lock lk(mu);
+          cv.wait_for(lk, std::chrono::seconds(60), [&] { return b_started; });
+        }
+        return true;
+      });
+    } catch (const std::exception& e) {
+      err_a = e.what();
+    }
+  });
+  std::thread tb([&] {
+    try {
+      client::Client c(where);
+      auto s = c.open_session();
+      both_b.result = s->generate(rb, [&](int32_t id, std::string_view) {
+        if (id >= 0) both_b.ids.push_back(id);
+        {
+          std::lock_guard lk(mu);
+          b_started = true;
+        }
+        cv.notify_all();
+        return true;
+      });
+    } catch (const std::exception& e) {
+      err_b = e.what();
+    }
+  });
+  ta.join();
+  tb.join();
+  REQUIRE_MESSAGE(err_a.empty(), err_a);
+  REQUIRE_MESSAGE(err_b.empty(), err_b);
+  CHECK(b_started);
+  CHECK(both_a.ids == alone_a.ids);
+  CHECK(both_b.ids == alone_b.ids);
+  CHECK(both_a.result.stop_reason == "max_tokens");
+
+  // Limits: a fourth session is refused with a message that names the limit.
+  {
+    client::Client c(where);
+    auto s1 = c.open_session(), s2 = c.open_session(), s3 = c.open_session();
+    try {
+      c.open_session();
+      FAIL("a fourth session was granted");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("too many sessions") != std::string::npos);
+    }
+    // More context than compute allows, and a prompt that does not fit.
+    CHECK_THROWS_WITH_AS(c.open_session(1u << 30), doctest::Contains("more than this compute allows"), Error);
+    client::Request bad = greedy("x", 4);
+    bad.kind = client::Request::Kind::Tokens;
+    bad.tokens = {int32_t(info.vocab) + 5};
+    CHECK_THROWS_WITH_AS(s1->generate(bad, [](int32_t, std::string_view) { return true; }),
+                         doctest::Contains("outside the vocabulary"), Error);
+  }
+  // Closed sessions are freed: the client above is gone, so three may open again.
+  {
+    client::Client c(where);
+    auto s1 = c.open_session(), s2 = c.open_session(), s3 = c.open_session();
+    CHECK(c.stats()["engine"]["sessions"].get<int>() == 3);
+  }
+
+  // A multi-turn session, saved and loaded into a fresh one: the continuation is the same.
+  {
+    client::Client c(where);
+    auto s = c.open_session();
+    s->generate(greedy("First turn", 8), [](int32_t, std::string_view) { return true; });
+    const std::string path = inst.run_dir() + "/saved.json";
+    const uint64_t saved = s->save(path);
+    CHECK(saved == uint64_t(s->stats()["position"].get<int64_t>()));
+    const Generated cont = [&] {
+      Generated g;
+      s->generate(greedy(" and then", 12), [&](int32_t id, std::string_view) {
+        if (id >= 0) g.ids.push_back(id);
+        return true;
+      });
+      return g;
+    }();
+    auto s2 = c.open_session();
+    CHECK(s2->load(path) == saved);
+    Generated again;
+    s2->generate(greedy(" and then", 12), [&](int32_t id, std::string_view) {
+      if (id >= 0) again.ids.push_back(id);
+      return true;
+    });
+    CHECK(again.ids == cont.ids);
+    CHECK(again.ids.size() == 12);
+    s->reset();
+    CHECK(s->stats()["position"].get<int64_t>() == 0);
+    CHECK_THROWS_AS(s2->load(inst.run_dir() + "/no-such-file"), Error);
+  }
+
+  // The libwaste C example: same greedy ids as the C++ client for the same plain prompt.
+  {
+    const std::string hello = env_or("WASTE_HELLO", "waste-hello");
+    auto r = run_command(hello + " " + where + " 'Once upon a time' 16 2>&1");
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    CHECK(r.output.find("tokens=16 stop=max_tokens") != std::string::npos);
+    std::vector<int32_t> ids;
+    size_t at = 0;
+    while ((at = r.output.find("id ", at)) != std::string::npos) {
+      if (at == 0 || r.output[at - 1] == '\n') ids.push_back(std::atoi(r.output.c_str() + at + 3));
+      at += 3;
+    }
+    CHECK(ids == alone_b.ids);
+  }
+}
+
+TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the supervisor restarts it, iod stays warm") {
+  Instance inst;
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  const std::string where = inst.run_dir();
+  const client::Request probe = greedy("Warm the cache", 24);
+  // Cold, then warm: the budget holds every expert, so the second run hits.
+  run_alone(where, probe);
+  const client::Result warm = run_alone(where, probe).result;
+  const double warm_rate = double(warm.hits) / double(std::max<uint64_t>(1, warm.hits + warm.misses));
+  CHECK(warm.hits > 0);
+
+  const int compute_pid = inst.pid_of("compute");
+  REQUIRE(compute_pid > 0);
+  std::string error;
+  {
+    client::Client c(where);
+    auto s = c.open_session();
+    bool killed = false;
+    try {
+      s->generate(greedy("A long story", 3000), [&](int32_t, std::string_view) {
+        if (!killed) {
+          killed = true;
+          ::kill(compute_pid, SIGKILL);
+        }
+        return true;
+      });
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    CHECK(killed);
+  }
+  CHECK_MESSAGE(!error.empty(), "the client got no error when compute died");
+
+  // Bounded polling until the restarted compute answers a request.
+  bool back = false;
+  client::Result after;
+  for (int i = 0; i < 600 && !back; ++i) {
+    try {
+      after = run_alone(where, probe).result;
+      back = true;
+    } catch (const Error&) {
+      ::usleep(100000);
+    }
+  }
+  REQUIRE_MESSAGE(back, inst.why());
+  CHECK(inst.pid_of("compute") != compute_pid);
+  const double after_rate = double(after.hits) / double(std::max<uint64_t>(1, after.hits + after.misses));
+  MESSAGE("hit rate warm " << warm_rate << ", right after the compute restart " << after_rate);
+  CHECK(after_rate >= warm_rate);
+
+  // kill -9 of iod: compute stays up and reattaches to the restarted iod.
+  const int iod_pid = inst.pid_of("iod");
+  REQUIRE(iod_pid > 0);
+  ::kill(iod_pid, SIGKILL);
+  back = false;
+  for (int i = 0; i < 600 && !back; ++i) {
+    try {
+      run_alone(where, probe);
+      back = true;
+    } catch (const Error&) {
+      ::usleep(100000);
+    }
+  }
+  REQUIRE_MESSAGE(back, inst.why());
+  client::Client c(where);
+  CHECK(c.stats()["engine"]["reattaches"].get<int>() >= 1);
+  CHECK(inst.pid_of("iod") != iod_pid);
+}

@@ -1,0 +1,148 @@
+// waste-serve with real processes, spoken to with curl: SSE streaming equals the non-streamed
+// reply, OpenAI-style 4xx errors for bad input, the API key, /v1/models, /health, /metrics.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/integration/test_engine_instance.h"
+
+using namespace waste::test;
+using nlohmann::json;
+
+namespace {
+
+struct Http {
+  int status = 0;
+  std::string body;
+};
+
+// POSTs `body` (written to a file so nothing is shell-quoted) and returns status + body.
+Http post(const std::string& url, const std::string& body, const std::string& dir, const std::string& extra = "") {
+  const std::string file = dir + "/body.json";
+  std::ofstream(file, std::ios::binary) << body;
+  auto r = run_command("curl -sS -N -o " + dir + "/out.txt -w '%{http_code}' -H 'Content-Type: application/json' " + extra +
+                       " --data-binary @" + file + " " + url);
+  Http h;
+  h.status = std::atoi(r.output.c_str());
+  std::ifstream f(dir + "/out.txt", std::ios::binary);
+  h.body.assign(std::istreambuf_iterator<char>(f), {});
+  return h;
+}
+
+Http get(const std::string& url, const std::string& dir, const std::string& extra = "") {
+  auto r = run_command("curl -sS -o " + dir + "/out.txt -w '%{http_code}' " + extra + " " + url);
+  Http h;
+  h.status = std::atoi(r.output.c_str());
+  std::ifstream f(dir + "/out.txt", std::ios::binary);
+  h.body.assign(std::istreambuf_iterator<char>(f), {});
+  return h;
+}
+
+void check_error(const Http& h, int status, const std::string& code_or_param = "") {
+  CHECK_MESSAGE(h.status == status, h.body);
+  json j = json::parse(h.body, nullptr, false);
+  REQUIRE_MESSAGE(!j.is_discarded(), h.body);
+  REQUIRE(j.contains("error"));
+  CHECK(j["error"]["message"].is_string());
+  CHECK(j["error"]["type"].is_string());
+  if (!code_or_param.empty())
+    CHECK_MESSAGE((j["error"]["code"] == code_or_param || j["error"]["param"] == code_or_param), h.body);
+}
+
+}  // namespace
+
+TEST_CASE("serve: streaming chat parsed from curl equals the plain reply; bad input gets 4xx") {
+  const int port = free_port();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Instance inst("--http " + addr + " --ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  const std::string base = "http://" + addr;
+
+  const json req = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}}, {"max_tokens", 12}};
+  const Http plain = post(base + "/v1/chat/completions", req.dump(), tmp.path());
+  REQUIRE_MESSAGE(plain.status == 200, plain.body);
+  const json pj = json::parse(plain.body);
+  CHECK(pj["object"] == "chat.completion");
+  CHECK(pj["usage"]["completion_tokens"] == 12);
+  CHECK(pj["choices"][0]["finish_reason"] == "length");
+  const std::string content = pj["choices"][0]["message"]["content"];
+
+  json sreq = req;
+  sreq["stream"] = true;
+  const Http streamed = post(base + "/v1/chat/completions", sreq.dump(), tmp.path());
+  REQUIRE(streamed.status == 200);
+  std::istringstream lines(streamed.body);
+  std::string line, text, finish;
+  int chunks = 0, data_lines = 0;
+  bool done = false;
+  json usage;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    REQUIRE_MESSAGE(line.rfind("data: ", 0) == 0, line);
+    ++data_lines;
+    const std::string payload = line.substr(6);
+    if (payload == "[DONE]") {
+      done = true;
+      continue;
+    }
+    CHECK_FALSE(done);  // nothing after [DONE]
+    json c = json::parse(payload, nullptr, false);
+    REQUIRE_MESSAGE(!c.is_discarded(), payload);
+    CHECK(c["object"] == "chat.completion.chunk");
+    const auto& ch = c["choices"][0];
+    if (ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>(), ++chunks;
+    if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+    if (c.contains("usage")) usage = c["usage"];
+  }
+  CHECK(done);
+  CHECK(chunks >= 2);
+  CHECK(text == content);
+  CHECK(finish == "length");
+  CHECK(usage["completion_tokens"] == 12);
+
+  // /v1/completions, models, health, metrics.
+  const Http comp = post(base + "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 5}}.dump(), tmp.path());
+  REQUIRE_MESSAGE(comp.status == 200, comp.body);
+  CHECK(json::parse(comp.body)["usage"]["completion_tokens"] == 5);
+  const Http models = get(base + "/v1/models", tmp.path());
+  CHECK(models.status == 200);
+  CHECK(json::parse(models.body)["data"][0]["id"] == "tiny.waste");
+  CHECK(get(base + "/health", tmp.path()).status == 200);
+  const Http metrics = get(base + "/metrics", tmp.path());
+  CHECK(metrics.status == 200);
+  for (const char* m : {"waste_tokens_generated_total", "waste_tokens_per_second", "waste_expert_hits_total",
+                        "waste_expert_misses_total", "waste_expert_read_gigabytes_total", "waste_sessions"})
+    CHECK_MESSAGE(metrics.body.find(m) != std::string::npos, m);
+
+  // Bad input: every one a 4xx with an OpenAI error object, and the server still answers after.
+  check_error(post(base + "/v1/chat/completions", "{not json", tmp.path()), 400, "invalid_json");
+  check_error(post(base + "/v1/chat/completions", "[1,2]", tmp.path()), 400);
+  check_error(post(base + "/v1/chat/completions", json{{"max_tokens", 4}}.dump(), tmp.path()), 400, "messages");
+  json wrong = req;
+  wrong["max_tokens"] = "12";
+  check_error(post(base + "/v1/chat/completions", wrong.dump(), tmp.path()), 400, "max_tokens");
+  wrong = req;
+  wrong["temperature"] = "hot";
+  check_error(post(base + "/v1/chat/completions", wrong.dump(), tmp.path()), 400, "temperature");
+  wrong = req;
+  wrong["messages"] = {{{"role", "user"}, {"content", 42}}};
+  check_error(post(base + "/v1/chat/completions", wrong.dump(), tmp.path()), 400);
+  wrong = req;
+  wrong["stream"] = "yes";
+  check_error(post(base + "/v1/chat/completions", wrong.dump(), tmp.path()), 400, "stream");
+  check_error(post(base + "/v1/completions", json{{"prompt", 7}}.dump(), tmp.path()), 400, "prompt");
+  // Over-long prompt (the context is 256 tokens), plain and streamed.
+  std::string lots;
+  for (int i = 0; i < 600; ++i) lots += "word ";
+  json long_req = {{"messages", {{{"role", "user"}, {"content", lots}}}}, {"max_tokens", 4}};
+  check_error(post(base + "/v1/chat/completions", long_req.dump(), tmp.path()), 400, "context_length_exceeded");
+  long_req["stream"] = true;
+  check_error(post(base + "/v1/chat/completions", long_req.dump(), tmp.path()), 400, "context_length_exceeded");
+  // Oversized body (over the 1 MiB default).
+  std::string huge = "{\"prompt\":\"" + std::string(1200000, 'a') + "\"}";
+  check_error(post(base + "/v1/completions", huge, tmp.path()), 413);
+  check_error(get(base + "/v1/nothing", tmp.path()), 404);
+  CHECK(post(base + "/v1/chat/completions", req.dump(), tmp.path()).status == 200);
+}

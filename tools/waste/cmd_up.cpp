@@ -1,0 +1,147 @@
+// `waste up MODEL` / `waste down` / `waste status`: thin wrappers over the supervisor script
+// (tools/waste-supervise), which runs iod, compute and the HTTP front end of one instance.
+// `status` adds what only compute knows (sessions, tok/s, hit rate) through Engine RPC.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "shared/util/error.h"
+#include "shared/util/progress.h"
+#include "tools/libwaste/engine_client.h"
+#include "tools/waste/commands.h"
+
+extern char** environ;
+
+namespace waste::cli {
+
+namespace {
+
+// WASTE_SUPERVISE, else waste-supervise next to this executable (installed, or copied into the
+// build tree), else the source tree's copy.
+std::string supervisor_path() {
+  if (const char* p = ::getenv("WASTE_SUPERVISE"); p && *p) return p;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = self.parent_path() / "waste-supervise";
+    if (std::filesystem::exists(beside)) return beside.string();
+  }
+  return "waste-supervise";
+}
+
+// Runs the supervisor with `args`, output passed through; returns its exit status.
+int run_supervisor(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"python3", supervisor_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid = -1;
+  require(::posix_spawnp(&pid, "python3", nullptr, nullptr, cargv.data(), environ) == 0,
+          "cannot start python3 " + supervisor_path());
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+std::string capture_supervisor(const std::vector<std::string>& args, int* status) {
+  std::string cmd = "python3 '" + supervisor_path() + "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  require(p != nullptr, "cannot run " + cmd);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int raw = ::pclose(p);
+  *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 1;
+  return out;
+}
+
+}  // namespace
+
+void register_up_commands(CLI::App& app) {
+  struct UpOptions {
+    std::string model, budget, http, run_dir;
+    bool foreground = false;
+    int ctx = 0, threads = 0, max_sessions = 0;
+  };
+  auto o = std::make_shared<UpOptions>();
+  CLI::App* up = app.add_subcommand("up", "Start an instance (iod, compute, optionally HTTP) under the supervisor");
+  up->add_option("model", o->model, "Container directory (.waste)")->required();
+  up->add_option("--budget", o->budget, "Expert cache budget (48G, ...; default: the memory planner's)");
+  up->add_option("--http", o->http, "Also serve the OpenAI API on HOST:PORT (e.g. 127.0.0.1:8080)");
+  up->add_option("--run-dir", o->run_dir, "Run directory (default: WASTE_RUN_DIR, $XDG_RUNTIME_DIR/waste, /tmp/waste-UID)");
+  up->add_flag("--foreground", o->foreground, "Keep the supervisor attached (for service managers)");
+  up->add_option("--ctx", o->ctx, "Session context in tokens");
+  up->add_option("--threads", o->threads, "Compute threads");
+  up->add_option("--max-sessions", o->max_sessions, "Open sessions at most");
+  up->callback([o] {
+    std::vector<std::string> a = {"up", o->model, "--run-dir", o->run_dir.empty() ? client::default_run_dir() : o->run_dir};
+    if (!o->budget.empty()) a.insert(a.end(), {"--budget", o->budget});
+    if (!o->http.empty()) a.insert(a.end(), {"--http", o->http});
+    if (o->foreground) a.push_back("--foreground");
+    if (o->ctx) a.insert(a.end(), {"--ctx", std::to_string(o->ctx)});
+    if (o->threads) a.insert(a.end(), {"--threads", std::to_string(o->threads)});
+    if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
+    if (int rc = run_supervisor(a); rc != 0) std::exit(rc);
+  });
+
+  auto down_dir = std::make_shared<std::string>();
+  CLI::App* down = app.add_subcommand("down", "Stop the instance of a run directory (HTTP, compute, iod in that order)");
+  down->add_option("--run-dir", *down_dir, "Run directory");
+  down->callback([down_dir] {
+    if (int rc = run_supervisor({"down", "--run-dir", down_dir->empty() ? client::default_run_dir() : *down_dir}); rc != 0)
+      std::exit(rc);
+  });
+
+  auto status_dir = std::make_shared<std::string>();
+  CLI::App* status = app.add_subcommand("status", "Pids, uptime, budget, sessions and hit rate of a running instance");
+  status->add_option("--run-dir", *status_dir, "Run directory");
+  status->callback([status_dir] {
+    const std::string dir = status_dir->empty() ? client::default_run_dir() : *status_dir;
+    int rc = 0;
+    const std::string out = capture_supervisor({"status", "--json", "--run-dir", dir}, &rc);
+    nlohmann::json st = nlohmann::json::parse(out, nullptr, false);
+    require(!st.is_discarded(), "status: the supervisor answered: " + out);
+    if (!st.value("running", false)) {
+      std::printf("not running (%s)\n", dir.c_str());
+      std::exit(3);
+    }
+    std::printf("run dir %s\nmodel   %s\nbudget  %s\nup      %.0f s (supervisor pid %d)\n", dir.c_str(),
+                st["model"].get<std::string>().c_str(), st["budget"].get<std::string>().c_str(),
+                st["uptime_seconds"].get<double>(), st["supervisor_pid"].get<int>());
+    if (!st["http"].get<std::string>().empty()) std::printf("http    http://%s\n", st["http"].get<std::string>().c_str());
+    for (const auto& c : st["children"])
+      std::printf("  %-8s pid %-8s %-8s up %6.0f s  restarts %d\n", c["name"].get<std::string>().c_str(),
+                  c["pid"].is_null() ? "-" : std::to_string(c["pid"].get<int>()).c_str(),
+                  c["alive"].get<bool>() ? "running" : "DOWN", c["uptime_seconds"].get<double>(),
+                  c["restarts"].get<int>());
+    try {
+      client::Client cl(dir);
+      const auto info = cl.info();
+      const nlohmann::json s = cl.stats()["engine"];
+      const double hits = s["hits"].get<double>(), misses = s["misses"].get<double>();
+      std::printf("experts %s (cache %s)\n", info.expert_path.c_str(), format_bytes(double(info.budget_bytes)).c_str());
+      std::printf("sessions %d of %d, queued %d\n", s["sessions"].get<int>(), s["max_sessions"].get<int>(),
+                  s["queued"].get<int>());
+      std::printf("tokens  %.0f generated, %.1f tok/s aggregate, %.0f requests (%.0f failed)\n",
+                  s["tokens"].get<double>(), s["tok_per_s"].get<double>(), s["requests"].get<double>(),
+                  s["failed"].get<double>());
+      std::printf("cache   %.0f hits, %.0f misses, hit rate %.1f%%, %.3f GB read\n", hits, misses,
+                  hits + misses > 0 ? 100.0 * hits / (hits + misses) : 0.0, s["bytes_read"].get<double>() / 1e9);
+    } catch (const std::exception& e) {
+      std::printf("compute: not answering (%s)\n", e.what());
+    }
+  });
+}
+
+}  // namespace waste::cli
