@@ -73,6 +73,8 @@ struct Reader {
 constexpr int64_t kMaxDim = 1 << 20;
 
 std::vector<bool> layer_set(const Reader& r, const char* key, int n_layers) {
+  if (!r.has(key)) throw Error(r.where + ": missing field '" + key + "'");
+  if (!r.j.at(key).is_array()) throw Error(r.where + ": field '" + key + "' must be a list of layer numbers");
   std::vector<bool> set(size_t(n_layers), false);
   for (const auto& v : r.j.at(key)) {
     if (!v.is_number_integer()) throw Error(r.where + ": '" + key + "' holds a non-integer");
@@ -214,6 +216,9 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
     c.activation = Activation::SiTU;
     c.situ_beta = r.get_or<float>("activation_situ_beta", 4.0f);
     c.situ_linear_beta = r.get_or<float>("activation_situ_linear_beta", 25.0f);
+    // SiTU divides by both betas (b*tanh(g/b)): zero, negative or NaN would poison every expert.
+    if (!(c.situ_beta > 0) || !(c.situ_linear_beta > 0))
+      throw Error(where + ": activation_situ_beta and activation_situ_linear_beta must be positive");
   } else {
     throw Error(where + ": hidden_act '" + act + "' is not supported (silu, situ)");
   }

@@ -3,8 +3,11 @@
 #include <cstdlib>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "shared/model/config.h"
 #include "shared/util/error.h"
+#include "shared/util/file.h"
 
 using namespace waste;
 
@@ -66,6 +69,24 @@ TEST_CASE("config errors name the field") {
   CHECK_THROWS_WITH_AS(ModelConfig::from_json("not json", "x.json"), doctest::Contains("x.json"), Error);
   CHECK_THROWS_WITH_AS(ModelConfig::from_json("{\"model_type\":\"llama\"}", "x.json"), doctest::Contains("llama"),
                        Error);
+}
+
+TEST_CASE("a missing or malformed layer list is a waste::Error naming the field") {
+  const std::string text = waste::read_file_text(fixture("kimi-linear"), 1 << 20);
+  nlohmann::json j = nlohmann::json::parse(text);
+  REQUIRE(j.contains("linear_attn_config"));
+  nlohmann::json missing = j;
+  missing["linear_attn_config"].erase("kda_layers");
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(missing.dump(), "x.json"), doctest::Contains("kda_layers"), Error);
+  nlohmann::json scalar = j;
+  scalar["linear_attn_config"]["full_attn_layers"] = 4;
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(scalar.dump(), "x.json"), doctest::Contains("full_attn_layers"), Error);
+  nlohmann::json situ = j;
+  situ["hidden_act"] = "situ";
+  situ["activation_situ_beta"] = 0.0;
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(situ.dump(), "x.json"), doctest::Contains("activation_situ_beta"), Error);
+  situ["activation_situ_beta"] = 4.0;
+  CHECK_NOTHROW(ModelConfig::from_json(situ.dump(), "x.json"));
 }
 
 #include <fstream>
