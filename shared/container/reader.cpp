@@ -67,6 +67,13 @@ void check_tensor(const TensorInfo& t, uint64_t trunk_bytes, const std::string& 
           who + "lies outside trunk.bin (" + std::to_string(trunk_bytes) + " bytes)");
 }
 
+// Field by field: the struct has padding, which memcmp would compare too.
+bool same_layout(const RecordLayout& a, const RecordLayout& b) {
+  return a.format == b.format && a.hidden == b.hidden && a.intermediate == b.intermediate &&
+         a.gate_offset == b.gate_offset && a.up_offset == b.up_offset && a.down_offset == b.down_offset &&
+         a.scales_offset == b.scales_offset && a.payload_bytes == b.payload_bytes && a.stride == b.stride;
+}
+
 }  // namespace
 
 Container Container::open(const std::string& dir_in) {
@@ -134,12 +141,19 @@ Container Container::open(const std::string& dir_in) {
     require(l.layout.hidden == uint32_t(c.config_.expert_hidden()) &&
                 l.layout.intermediate == uint32_t(c.config_.moe_intermediate),
             who + "expert shape disagrees with the config");
+    require(l.layout.format == TensorFormat::VQ3R || l.layout.format == TensorFormat::F32 ||
+                l.layout.format == TensorFormat::BF16,
+            who + "expert format " + std::to_string(int(l.layout.format)) + " is not vq3r, f32 or bf16");
     RecordLayout expect = record_layout(l.layout.format, l.layout.hidden, l.layout.intermediate);
-    require(std::memcmp(&expect, &l.layout, sizeof expect) == 0, who + "record layout disagrees with its format");
-    if (expect.format == TensorFormat::VQ3R)
-      require(l.codebook_offset % sizeof(float) == 0 &&
-                  l.codebook_offset + 3 * kCodebookFloats * sizeof(float) <= c.codebooks_bytes_,
+    require(same_layout(expect, l.layout), who + "record layout disagrees with its format");
+    if (expect.format == TensorFormat::VQ3R) {
+      constexpr uint64_t kLayerBookBytes = 3 * kCodebookFloats * sizeof(float);
+      require(!c.codebooks_file_.empty(), who + "is vq3r but the manifest names no codebooks file");
+      // Subtract rather than add: the offset is read from disk and may be near 2^64.
+      require(l.codebook_offset % sizeof(float) == 0 && c.codebooks_bytes_ >= kLayerBookBytes &&
+                  l.codebook_offset <= c.codebooks_bytes_ - kLayerBookBytes,
               who + "codebooks lie outside codebooks.bin");
+    }
     require(l.relative_error.size() <= 3, who + "too many relative error values");
     std::string bank = safe_name(l.bank_path, "bankFile");
     l.bank_path = dir + "/" + bank;

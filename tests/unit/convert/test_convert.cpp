@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/container/manifest_io.h"
 #include "shared/container/reader.h"
 #include "shared/hf/checkpoint.h"
 #include "shared/rvq/encoder.h"
@@ -194,6 +195,13 @@ TEST_CASE("every fixture converts with VQ3R experts and the default trunk") {
         CHECK(rel > 0.0);
       }
     }
+    // A codebook offset near 2^64 must not wrap past the reader's bounds check.
+    ManifestData m = decode_manifest(read_file_bytes(out + "/manifest", kMaxManifestBytes), "manifest");
+    REQUIRE_FALSE(m.layers.empty());
+    m.layers[0].codebook_offset = ~uint64_t(0) - 15;  // a multiple of 4
+    const std::vector<uint8_t> bytes = encode_manifest(m);
+    write_file_atomic(out + "/manifest", bytes.data(), bytes.size());
+    CHECK_THROWS_WITH_AS(Container::open(out), doctest::Contains("codebooks lie outside"), Error);
   }
 }
 
