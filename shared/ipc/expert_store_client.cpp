@@ -81,8 +81,15 @@ std::vector<SlotHandle> ExpertStoreClient::fetch(uint32_t layer, std::span<const
     for (size_t i = 0; i < experts.size(); ++i) ex.set(uint32_t(i), experts[i]);
     fill_handles(req.initReleases(uint32_t(releases.size())), releases);
     auto resp = req.send().wait(impl_->rpc.getWaitScope());
+    // Callers pair handles[i] with experts[i]: a reply of another length is a protocol error.
+    auto handles = resp.getHandles();
+    require(handles.size() == experts.size(), "iod " + impl_->socket_path + ": fetch of " +
+                                                  std::to_string(experts.size()) + " experts of layer " +
+                                                  std::to_string(layer) + " returned " +
+                                                  std::to_string(handles.size()) + " handles");
     std::vector<SlotHandle> out;
-    for (auto h : resp.getHandles()) out.push_back({h.getSlot(), h.getGeneration()});
+    out.reserve(handles.size());
+    for (auto h : handles) out.push_back({h.getSlot(), h.getGeneration()});
     return out;
   });
 }
@@ -158,6 +165,7 @@ const uint8_t* ExpertStoreClient::slot_data(uint32_t slot) const {
 }
 
 SlotState ExpertStoreClient::state(SlotHandle h) const {
+  slot_data(h.slot);  // bounds the slot index (handles come from the peer)
   uint64_t w = impl_->segment.entry(h.slot).word.load(std::memory_order_acquire);
   return generation_of(w) == h.generation ? state_of(w) : SlotState::Free;
 }

@@ -19,6 +19,9 @@ constexpr uint64_t kSegmentMagic = 0x31474553584157ull;  // "WAXSEG1"
 constexpr uint32_t kSegmentVersion = 1;
 constexpr uint64_t kSegmentHeaderBytes = 4096;
 constexpr uint64_t kSlotAlign = 4096;
+// Largest slot a client accepts (a record is at most 4 GiB, format.h); keeps the layout's
+// arithmetic far from overflow.
+constexpr uint64_t kMaxSlotBytes = 1ull << 32;
 
 enum class SlotState : uint32_t { Free = 0, Loading = 1, Ready = 2, Failed = 3 };
 

@@ -96,6 +96,14 @@ ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layo
 }
 
 ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayout& expect, uint64_t container_id) {
+  // The layout comes from the peer: it must be the one segment_layout() gives for its slot
+  // count and size, so every slot and table entry lies inside the mapping.
+  require(expect.slot_bytes > 0 && expect.slot_bytes % kSlotAlign == 0 && expect.slot_bytes <= kMaxSlotBytes,
+          "shared memory segment " + name + ": slot size " + std::to_string(expect.slot_bytes) + " is not usable");
+  const SegmentLayout consistent = segment_layout(expect.slot_count, expect.slot_bytes);
+  require(consistent.slot_table_offset == expect.slot_table_offset && consistent.slots_offset == expect.slots_offset &&
+              consistent.total_bytes == expect.total_bytes,
+          "shared memory segment " + name + ": announced layout is inconsistent (offsets or size)");
   ShmSegment s;
   try {
     bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
