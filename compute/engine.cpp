@@ -96,12 +96,8 @@ void Engine::prefill(Session& s, std::span<const int32_t> ids, float* logits, Lo
       model_->forward(s, ids.subspan(at, n), logits + at * V, LogitRows::All);
     else if (last)
       model_->forward(s, ids.subspan(at, n), logits, LogitRows::Last);
-    else {
-      // Intermediate chunks still pay for one head row (forward always writes logits).
-      thread_local std::vector<float> scratch;
-      scratch.resize(V);
-      model_->forward(s, ids.subspan(at, n), scratch.data(), LogitRows::Last);
-    }
+    else
+      model_->forward(s, ids.subspan(at, n), nullptr, LogitRows::None);  // no head for inner chunks
   }
 }
 

@@ -221,6 +221,7 @@ void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, 
     run_residual_decoder(s, h.data(), n, layer_hidden);
   s.position_ += n;
   clock.lap(&PhaseTimes::other);
+  if (rows == LogitRows::None) return;
 
   // Only the rows asked for go through the final norm and the (large) output head.
   const int64_t first = rows == LogitRows::All ? 0 : n - 1;

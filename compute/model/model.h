@@ -24,7 +24,8 @@
 
 namespace waste {
 
-enum class LogitRows { Last, All };
+// None: no head at all (a prefill chunk whose logits nobody reads; logits may be null).
+enum class LogitRows { Last, All, None };
 
 class Model {
  public:
