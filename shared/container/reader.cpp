@@ -107,12 +107,11 @@ Container Container::open(const std::string& dir_in) {
       m.tokenizer_config_file.empty() ? "" : safe_name(m.tokenizer_config_file, "tokenizerConfigFile");
 
   // Trunk: the file's size, each tensor inside it, and every tensor the config needs.
-  {
-    File trunk(c.trunk_path(), O_RDONLY);
-    require(trunk.size() == c.trunk_bytes_, c.trunk_path() + ": " + std::to_string(trunk.size()) +
-                                                 " bytes, the manifest says " + std::to_string(c.trunk_bytes_) +
-                                                 " (truncated or replaced)");
-  }
+  c.trunk_handle_ = std::make_shared<const File>(c.trunk_path(), O_RDONLY);
+  const uint64_t trunk_size = c.trunk_handle_->size();
+  require(trunk_size == c.trunk_bytes_, c.trunk_path() + ": " + std::to_string(trunk_size) +
+                                            " bytes, the manifest says " + std::to_string(c.trunk_bytes_) +
+                                            " (truncated or replaced)");
   std::set<std::string> seen;
   for (auto& t : m.tensors) {
     check_tensor(t, c.trunk_bytes_, manifest_path);
@@ -129,8 +128,8 @@ Container Container::open(const std::string& dir_in) {
   // Expert banks: one per MoE layer, sizes and layouts recomputed from the config.
   c.layer_index_.assign(size_t(c.config_.n_layers), -1);
   if (!c.codebooks_file_.empty()) {
-    File books(c.codebooks_path(), O_RDONLY);
-    require(books.size() == c.codebooks_bytes_, c.codebooks_path() + ": size disagrees with the manifest");
+    c.codebooks_handle_ = std::make_shared<const File>(c.codebooks_path(), O_RDONLY);
+    require(c.codebooks_handle_->size() == c.codebooks_bytes_, c.codebooks_path() + ": size disagrees with the manifest");
   }
   for (auto& l : m.layers) {
     const std::string who = manifest_path + ": layer " + std::to_string(l.layer) + ": ";
@@ -157,13 +156,15 @@ Container Container::open(const std::string& dir_in) {
     require(l.relative_error.size() <= 3, who + "too many relative error values");
     std::string bank = safe_name(l.bank_path, "bankFile");
     l.bank_path = dir + "/" + bank;
-    File f(l.bank_path, O_RDONLY);
-    require(f.size() == uint64_t(l.expert_count) * l.layout.stride,
-            l.bank_path + ": " + std::to_string(f.size()) + " bytes, expected " +
+    auto bank_file = std::make_shared<const File>(l.bank_path, O_RDONLY);
+    const uint64_t bank_size = bank_file->size();
+    require(bank_size == uint64_t(l.expert_count) * l.layout.stride,
+            l.bank_path + ": " + std::to_string(bank_size) + " bytes, expected " +
                 std::to_string(uint64_t(l.expert_count) * l.layout.stride) + " (" + std::to_string(l.expert_count) +
                 " records of " + std::to_string(l.layout.stride) + ")");
     c.layer_index_[size_t(l.layer)] = int(c.layers_.size());
     c.layers_.push_back(std::move(l));
+    c.bank_files_.push_back(std::move(bank_file));
   }
   for (int layer : c.config_.moe_layers())
     require(c.layer_index_[size_t(layer)] >= 0, manifest_path + ": MoE layer " + std::to_string(layer) + " has no bank");
@@ -191,8 +192,7 @@ std::vector<float> Container::read_codebooks(int layer) const {
   const ExpertLayerInfo* l = expert_layer(layer);
   require(l && l->layout.format == TensorFormat::VQ3R, "layer " + std::to_string(layer) + " has no vq3r codebooks");
   std::vector<float> books(3 * kCodebookFloats);
-  File f(codebooks_path(), O_RDONLY);
-  f.pread_exact(books.data(), books.size() * sizeof(float), l->codebook_offset);
+  codebooks_handle_->pread_exact(books.data(), books.size() * sizeof(float), l->codebook_offset);
   return books;
 }
 
@@ -201,8 +201,8 @@ void Container::read_record(int layer, uint32_t expert, uint8_t* dst, bool verif
   require(l != nullptr, "layer " + std::to_string(layer) + " is not a MoE layer");
   require(expert < l->expert_count, "layer " + std::to_string(layer) + ": expert " + std::to_string(expert) +
                                         " out of range (" + std::to_string(l->expert_count) + " experts)");
-  File f(l->bank_path, O_RDONLY);
-  f.pread_exact(dst, l->layout.stride, uint64_t(expert) * l->layout.stride);
+  const File& bank = *bank_files_[size_t(layer_index_[size_t(layer)])];
+  bank.pread_exact(dst, l->layout.stride, uint64_t(expert) * l->layout.stride);
   std::string why = check_record(dst, l->layout, uint32_t(layer), expert, verify_checksum);
   require(why.empty(), l->bank_path + ": " + why);
 }
@@ -222,7 +222,7 @@ Trunk::Trunk(const Container& c, const std::vector<std::string>& skip, bool veri
   void* p = std::aligned_alloc(kTensorAlign, std::max<uint64_t>(total, kTensorAlign));
   require(p != nullptr, c.trunk_path() + ": cannot allocate " + std::to_string(total) + " bytes for the trunk");
   blob_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
-  File f(c.trunk_path(), O_RDONLY);
+  const File& f = c.trunk_file();
   uint64_t done = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (offset_in_blob_[i] < 0) continue;
@@ -280,10 +280,11 @@ void read_tensor_row(const Container& c, const TensorInfo& t, uint64_t row, floa
   uint64_t rows, cols;
   stored_dims(t, rows, cols);
   require(row < rows, "tensor " + t.name + ": row " + std::to_string(row) + " out of range (" + std::to_string(rows) + ")");
-  File f(c.trunk_path(), O_RDONLY);
+  const File& f = c.trunk_file();
   // Read just this row's values and scales, then dequantize through the shared code path.
-  std::vector<uint8_t> values;
-  std::vector<uint16_t> scales;
+  // Per-thread buffers: this runs once per token.
+  thread_local std::vector<uint8_t> values;
+  thread_local std::vector<uint16_t> scales;
   MatrixView v;
   v.format = t.format;
   v.rows = 1;

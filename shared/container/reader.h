@@ -12,6 +12,8 @@
 
 namespace waste {
 
+class File;
+
 struct TensorInfo {
   std::string name;
   TensorFormat format = TensorFormat::F32;
@@ -65,6 +67,8 @@ class Container {
   std::vector<float> read_codebooks(int layer) const;
   // Reads one record (stride bytes) into dst; validates header and checksum.
   void read_record(int layer, uint32_t expert, uint8_t* dst, bool verify_checksum = true) const;
+  // trunk.bin, open for pread (e.g. the embedding row read per token).
+  const File& trunk_file() const { return *trunk_handle_; }
 
  private:
   std::string dir_, config_json_, created_by_, trunk_file_, codebooks_file_, tokenizer_file_, tokenizer_config_file_;
@@ -74,6 +78,10 @@ class Container {
   std::vector<TensorInfo> tensors_;
   std::vector<ExpertLayerInfo> layers_;
   std::vector<int> layer_index_;  // decoder layer -> index in layers_, or -1
+  // Opened once by open() (and shared by copies), so reads per token or per expert do not
+  // reopen files. bank_files_ runs parallel to layers_; codebooks_handle_ may be null.
+  std::shared_ptr<const File> trunk_handle_, codebooks_handle_;
+  std::vector<std::shared_ptr<const File>> bank_files_;
 };
 
 // The trunk in RAM: every tensor except those named in `skip` (the embedding table stays on
