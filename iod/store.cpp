@@ -62,6 +62,19 @@ uint64_t largest_record(const Container& c) {
 Store::Store(const Container& container, const std::string& segment_name, uint64_t instance_id, const StoreOptions& o)
     : container_(container), geometry_(geometry_of(container)), queue_(o.slots), options_(o) {
   require(o.slots > 0, "iod: the cache needs at least one slot");
+  try {
+    open_banks_and_start(segment_name, instance_id);
+  } catch (...) {
+    // ~Store does not run when the constructor throws; members (segment, engine) clean up
+    // themselves, the raw bank descriptors do not.
+    for (int f : bank_fd_) ::close(f);
+    throw;
+  }
+}
+
+void Store::open_banks_and_start(const std::string& segment_name, uint64_t instance_id) {
+  const StoreOptions& o = options_;
+  const Container& container = container_;
   for (const auto& l : container.expert_layers()) {
     require(l.layout.stride % kRecordAlign == 0 && l.layout.stride <= (1ull << 31),
             l.bank_path + ": record stride " + std::to_string(l.layout.stride) + " unusable for direct I/O");
@@ -71,8 +84,7 @@ Store::Store(const Container& container, const std::string& segment_name, uint64
       fd = ::open(l.bank_path.c_str(), O_RDONLY | O_CLOEXEC);
     }
     if (fd < 0) {
-      int err = errno;
-      for (int f : bank_fd_) ::close(f);
+      const int err = errno;  // before building the message
       throw Error(l.bank_path + ": cannot open: " + std::strerror(err));
     }
     bank_fd_.push_back(fd);

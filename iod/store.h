@@ -84,6 +84,8 @@ class Store {
   };
   class GuardPolicy;
 
+  // The constructor's work after the options check (the constructor cleans up if it throws).
+  void open_banks_and_start(const std::string& segment_name, uint64_t instance_id);
   void check_key(uint32_t layer, uint32_t expert) const;
   // Points slot s at key (new generation, LOADING) and queues its read. Lock held.
   void start_read(uint32_t slot, cache::ExpertKey key, bool demand, bool evicted, cache::ExpertKey victim);
