@@ -27,22 +27,25 @@ TensorFormat format_from_name(const std::string& name) {
   throw Error("unknown tensor format '" + name + "' (f32, bf16, f16, q8g, q4g, vq3r)");
 }
 
+uint64_t trunk_value_bytes(TensorFormat f, uint64_t n) {
+  switch (f) {
+    case TensorFormat::F32: return n * 4;
+    case TensorFormat::BF16:
+    case TensorFormat::F16: return n * 2;
+    case TensorFormat::Q8G: return n;
+    case TensorFormat::Q4G: return (n + 1) / 2;
+    case TensorFormat::VQ3R: break;
+  }
+  throw Error(std::string("format ") + format_name(f) + " is not a trunk format");
+}
+
 TensorBytes trunk_tensor_bytes(TensorFormat f, uint64_t rows, uint64_t cols, uint32_t group) {
   TensorBytes b;
-  uint64_t n = rows * cols;
-  switch (f) {
-    case TensorFormat::F32: b.total = n * 4; break;
-    case TensorFormat::BF16:
-    case TensorFormat::F16: b.total = n * 2; break;
-    case TensorFormat::Q8G:
-    case TensorFormat::Q4G: {
-      require(group > 0 && cols % group == 0, "q8g/q4g need cols divisible by the group size");
-      uint64_t values = f == TensorFormat::Q8G ? n : (n + 1) / 2;
-      b.scales_offset = round_up(values, kTensorAlign);
-      b.total = b.scales_offset + rows * (cols / group) * 2;
-      break;
-    }
-    case TensorFormat::VQ3R: throw Error("vq3r is an expert format, not a trunk format");
+  b.total = trunk_value_bytes(f, rows * cols);
+  if (f == TensorFormat::Q8G || f == TensorFormat::Q4G) {
+    require(group > 0 && cols % group == 0, "q8g/q4g need cols divisible by the group size");
+    b.scales_offset = round_up(b.total, kTensorAlign);
+    b.total = b.scales_offset + rows * (cols / group) * 2;
   }
   return b;
 }

@@ -39,6 +39,10 @@ inline size_t vq3r_code_index(int row, int g, int stage, int cols) {
          size_t(stage) * kVqTileRows + size_t(row % kVqTileRows);
 }
 
+// Bytes of the values of n consecutive elements in a trunk format (no scales): 4, 2, 1 or
+// half a byte each; q4g packs two per byte, low nibble first. Throws for vq3r.
+uint64_t trunk_value_bytes(TensorFormat f, uint64_t n);
+
 // Bytes of a trunk matrix [rows, cols] in a format (values + scales, scales 64-aligned).
 struct TensorBytes {
   uint64_t total = 0;

@@ -290,15 +290,8 @@ void read_tensor_row(const Container& c, const TensorInfo& t, uint64_t row, floa
   v.rows = 1;
   v.cols = int64_t(cols);
   v.group = t.group;
-  uint64_t row_bytes = 0;
-  switch (t.format) {
-    case TensorFormat::F32: row_bytes = cols * 4; break;
-    case TensorFormat::BF16:
-    case TensorFormat::F16: row_bytes = cols * 2; break;
-    case TensorFormat::Q8G: row_bytes = cols; break;
-    case TensorFormat::Q4G: row_bytes = cols / 2; break;
-    case TensorFormat::VQ3R: throw Error("vq3r trunk tensor");
-  }
+  // Rows start on whole bytes: check_tensor() made q4g's columns even (a multiple of the group).
+  const uint64_t row_bytes = trunk_value_bytes(t.format, cols);
   values.resize(row_bytes);
   f.pread_exact(values.data(), row_bytes, t.offset + row * row_bytes);
   v.data = values.data();

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "shared/container/format.h"
+#include "shared/util/error.h"
 
 using namespace waste;
 
@@ -45,4 +46,13 @@ TEST_CASE("trunk tensor sizes") {
   TensorBytes q4 = trunk_tensor_bytes(TensorFormat::Q4G, 3, 64, 32);
   CHECK_EQ(q4.scales_offset, 128u);
   CHECK_EQ(q4.total, 128u + 12);
+  CHECK_EQ(trunk_tensor_bytes(TensorFormat::F32, 3, 5, 0).total, 60u);
+  CHECK_EQ(trunk_tensor_bytes(TensorFormat::BF16, 3, 5, 0).total, 30u);
+  CHECK_EQ(trunk_tensor_bytes(TensorFormat::F16, 3, 5, 0).scales_offset, 0u);
+  // One row's values (the embedding row read): q4g packs two per byte.
+  CHECK_EQ(trunk_value_bytes(TensorFormat::Q4G, 64), 32u);
+  CHECK_EQ(trunk_value_bytes(TensorFormat::Q4G, 3), 2u);
+  CHECK_EQ(trunk_value_bytes(TensorFormat::Q8G, 64), 64u);
+  CHECK_THROWS_AS(trunk_value_bytes(TensorFormat::VQ3R, 8), Error);
+  CHECK_THROWS_AS(trunk_tensor_bytes(TensorFormat::VQ3R, 8, 8, 0), Error);
 }
