@@ -75,7 +75,11 @@ std::vector<std::string> cgroup_dirs(const SystemRoots& r, const CgroupMount& mo
   if (cgroup_path.empty() || cgroup_path[0] != '/' || cgroup_path.find("/..") != std::string::npos) return dirs;
   std::string rel = cgroup_path;
   if (mount.root != "/") {
-    if (rel.compare(0, mount.root.size(), mount.root) != 0) return dirs;  // not visible through this mount
+    // Not visible through this mount unless the root is a whole-component prefix
+    // (root /docker/c1 must not match /docker/c10/...).
+    const bool under_root = rel.compare(0, mount.root.size(), mount.root) == 0 &&
+                            (rel.size() == mount.root.size() || rel[mount.root.size()] == '/');
+    if (!under_root) return dirs;
     rel = rel.substr(mount.root.size());
   }
   if (rel == "/") rel.clear();

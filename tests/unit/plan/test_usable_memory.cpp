@@ -99,6 +99,10 @@ TEST_CASE("a namespaced cgroup mount (mount root is the container's cgroup)") {
   // A cgroup path that tries to climb out of the mount is ignored.
   s.write("proc/self/cgroup", "0::/docker/c1/../../evil\n");
   CHECK_EQ(usable_memory(s.roots()).usable, 16 * GiB);
+  // The mount root is a prefix by whole path components: /docker/c10 is not under /docker/c1,
+  // so the mount's (c1's) limit does not apply.
+  s.write("proc/self/cgroup", "0::/docker/c10/inner\n");
+  CHECK_EQ(usable_memory(s.roots()).usable, 16 * GiB);
 }
 
 TEST_CASE("missing files: no mountinfo, no cgroup file, no meminfo") {
