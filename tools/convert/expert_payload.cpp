@@ -17,9 +17,13 @@ ExpertWeights read_expert(const Checkpoint& ck, int layer, int expert) {
   w.up = ck.read_weight(c.tensor_prefix + n.up);
   w.down = ck.read_weight(c.tensor_prefix + n.down);
   const size_t want = size_t(c.expert_hidden()) * size_t(c.moe_intermediate);
-  require(w.gate.size() == want && w.up.size() == want && w.down.size() == want,
-          ck.dir() + ": expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
-              " does not have the config's shape");
+  const std::pair<const std::string*, const std::vector<float>*> parts[3] = {
+      {&n.gate, &w.gate}, {&n.up, &w.up}, {&n.down, &w.down}};
+  for (const auto& [name, values] : parts)
+    require(values->size() == want, ck.dir() + ": tensor " + c.tensor_prefix + *name + " has " +
+                                        std::to_string(values->size()) + " values, the config's expert shape needs " +
+                                        std::to_string(want) + " (" + std::to_string(c.moe_intermediate) + " x " +
+                                        std::to_string(c.expert_hidden()) + ")");
   return w;
 }
 
