@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -172,15 +173,16 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
   // The libwaste C example: same greedy ids as the C++ client for the same plain prompt.
   {
     const std::string hello = env_or("WASTE_HELLO", "waste-hello");
-    auto r = run_command(hello + " " + where + " 'Once upon a time' 16 2>&1");
+    // Text on stdout, "id N" lines on stderr (kept apart: the text may contain anything).
+    const std::string ids_file = inst.run_dir() + "/hello-ids.txt";
+    // (Grouped: run_command appends 2>&1, which must not override the inner redirect.)
+    auto r = run_command("{ " + hello + " " + where + " 'Once upon a time' 16 2>" + ids_file + "; }");
     REQUIRE_MESSAGE(r.status == 0, r.output);
     CHECK(r.output.find("tokens=16 stop=max_tokens") != std::string::npos);
     std::vector<int32_t> ids;
-    size_t at = 0;
-    while ((at = r.output.find("id ", at)) != std::string::npos) {
-      if (at == 0 || r.output[at - 1] == '\n') ids.push_back(std::atoi(r.output.c_str() + at + 3));
-      at += 3;
-    }
+    std::ifstream f(ids_file);
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind("id ", 0) == 0) ids.push_back(std::atoi(line.c_str() + 3));
     CHECK(ids == alone_b.ids);
   }
 }
