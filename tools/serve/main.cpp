@@ -31,9 +31,14 @@ struct Config {
 std::atomic<uint64_t> g_request_id{1};
 httplib::Server* g_server = nullptr;
 
+// Generated text may hold bytes that are not UTF-8 (a random model, a token cut mid-character):
+// they become U+FFFD rather than an exception.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(waste::serve::error_body(e).dump(), "application/json");
+  res.set_content(dump(waste::serve::error_body(e)), "application/json");
 }
 
 // A compute error as an HTTP error: limits -> 429, a prompt too long -> 400, no compute -> 503.
@@ -57,7 +62,6 @@ bool authorized(const Config& cfg, const httplib::Request& req, httplib::Respons
   return false;
 }
 
-std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
 
 void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Response& res, bool chat) {
   if (!authorized(cfg, req, res)) return;
@@ -87,11 +91,11 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
     return send_error(res, classify(e.what()));
   }
 
-  auto head = [&, id, created](json choice) {
+  auto head = [model = cfg.model_name, id, created, chat](json choice) {
     return json{{"id", id},
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", created},
-                {"model", cfg.model_name},
+                {"model", model},
                 {"choices", json::array({std::move(choice)})}};
   };
 
@@ -112,7 +116,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
       json body = head(std::move(choice));
       body["object"] = chat ? "chat.completion" : "text_completion";
       body["usage"] = waste::serve::usage_json(r);
-      res.set_content(body.dump(), "application/json");
+      res.set_content(dump(body), "application/json");
     } catch (const std::exception& e) {
       send_error(res, classify(e.what()));
     }
