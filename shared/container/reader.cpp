@@ -51,7 +51,9 @@ void check_tensor(const TensorInfo& t, uint64_t trunk_bytes, const std::string& 
     require(elements <= (1ull << 40) / d, who + "more than 2^40 elements");
     elements *= d;
   }
-  require(t.format != TensorFormat::VQ3R, who + "vq3r is not a trunk format");
+  require(t.format == TensorFormat::F32 || t.format == TensorFormat::BF16 || t.format == TensorFormat::F16 ||
+              t.format == TensorFormat::Q8G || t.format == TensorFormat::Q4G,
+          who + "format " + format_name(t.format) + " (" + std::to_string(int(t.format)) + ") is not a trunk format");
   if (t.format == TensorFormat::Q8G || t.format == TensorFormat::Q4G)
     require(t.group >= 8 && t.group <= 4096 && t.group % 2 == 0, who + "bad group size " + std::to_string(t.group));
   uint64_t rows, cols;

@@ -195,13 +195,22 @@ TEST_CASE("every fixture converts with VQ3R experts and the default trunk") {
         CHECK(rel > 0.0);
       }
     }
-    // A codebook offset near 2^64 must not wrap past the reader's bounds check.
-    ManifestData m = decode_manifest(read_file_bytes(out + "/manifest", kMaxManifestBytes), "manifest");
+    // Damaged manifests: each refusal names what is wrong.
+    const ManifestData good = decode_manifest(read_file_bytes(out + "/manifest", kMaxManifestBytes), "manifest");
+    auto open_with = [&](const ManifestData& m) {
+      const std::vector<uint8_t> bytes = encode_manifest(m);
+      write_file_atomic(out + "/manifest", bytes.data(), bytes.size());
+      return Container::open(out);
+    };
+    ManifestData m = good;
     REQUIRE_FALSE(m.layers.empty());
-    m.layers[0].codebook_offset = ~uint64_t(0) - 15;  // a multiple of 4
-    const std::vector<uint8_t> bytes = encode_manifest(m);
-    write_file_atomic(out + "/manifest", bytes.data(), bytes.size());
-    CHECK_THROWS_WITH_AS(Container::open(out), doctest::Contains("codebooks lie outside"), Error);
+    m.layers[0].codebook_offset = ~uint64_t(0) - 15;  // near 2^64 (a multiple of 4): must not wrap past the check
+    CHECK_THROWS_WITH_AS(open_with(m), doctest::Contains("codebooks lie outside"), Error);
+    m = good;
+    m.tensors[0].format = TensorFormat(9);  // no such format
+    const std::string bad_format = "tensor " + m.tensors[0].name + ": format";
+    CHECK_THROWS_WITH_AS(open_with(m), doctest::Contains(bad_format.c_str()), Error);
+    CHECK_NOTHROW(open_with(good));
   }
 }
 
