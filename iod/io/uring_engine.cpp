@@ -3,6 +3,7 @@
 // with READ_FIXED straight into its slot, and up to queue_depth reads are in flight. An eventfd
 // read sits in the ring so a newly queued job (or close) wakes the thread out of its wait.
 #include <liburing.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -96,7 +97,13 @@ class UringEngine final : public ReadEngine {
       if (queue_.closed()) closing = true;
       if (closing && in_flight == 0) break;
       int r = io_uring_submit_and_wait(&ring_, 1);
-      if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) break;
+      if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+        // Nothing more can be read: reads in flight stay LOADING and their waiters hang, so
+        // at least say why (the daemon's log is where an operator looks).
+        spdlog::error("iod: io_uring submit failed ({}); {} reads in flight abandoned, no further reads",
+                      std::strerror(-r), in_flight);
+        break;
+      }
       io_uring_cqe* cqe;
       unsigned head, seen = 0;
       bool rearm = false;
