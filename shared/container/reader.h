@@ -85,7 +85,8 @@ class Container {
 };
 
 // The trunk in RAM: every tensor except those named in `skip` (the embedding table stays on
-// disk and is read a row per token). Memory is 64-byte aligned.
+// disk and is read a row per token). Memory is 64-byte aligned. Keeps a pointer to the
+// Container (for tensor names and shapes): the Container must outlive the Trunk.
 class Trunk {
  public:
   // progress(bytes_done, bytes_total) is called while loading (for a progress bar).
