@@ -36,7 +36,39 @@ void short_conv_silu(std::span<const float> weight, int kernel, std::vector<floa
 
 }  // namespace
 
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y) {
+float kda_log_decay(const ModelConfig& c, float A, float z) {
+  return c.kda_lower_bound ? c.kda_gate_lower_bound * sigmoid(A * z) : -A * softplus(z);
+}
+
+void kda_head_recurrent(int K, int64_t n, const KdaHeadInputs& in, float* S, float* o) {
+  std::vector<float> decay(static_cast<size_t>(K)), u(static_cast<size_t>(K));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* qh = in.q + t * in.stride;
+    const float* kh = in.k + t * in.stride;
+    const float* vh = in.v + t * in.stride;
+    const float* ah = in.log_decay + t * in.stride;
+    const float beta = in.beta[t * in.beta_stride];
+    for (int d = 0; d < K; ++d) decay[size_t(d)] = std::exp(ah[d]);
+
+    // S <- Diag(alpha) S ; u = v - S^T k ; S <- S + beta k u^T ; o = S^T q.
+    for (int d = 0; d < K; ++d)
+      for (int e = 0; e < K; ++e) S[d * K + e] *= decay[size_t(d)];
+    for (int e = 0; e < K; ++e) u[size_t(e)] = vh[e];
+    for (int d = 0; d < K; ++d)
+      for (int e = 0; e < K; ++e) u[size_t(e)] -= S[d * K + e] * kh[d];
+    for (int d = 0; d < K; ++d) {
+      const float bk = beta * kh[d];
+      for (int e = 0; e < K; ++e) S[d * K + e] += bk * u[size_t(e)];
+    }
+    float* oh = o + t * in.stride;
+    for (int e = 0; e < K; ++e) oh[e] = 0.0f;
+    for (int d = 0; d < K; ++d)
+      for (int e = 0; e < K; ++e) oh[e] += S[d * K + e] * qh[d];
+  }
+}
+
+void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y,
+                 int chunk) {
   const int H = c.kda_heads, K = c.kda_head_dim;
   const int64_t P = int64_t(H) * K;
   const int rank_f = int(w.f_a.rows);
@@ -60,57 +92,53 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const f
   }
   matmul(w.b_proj, x, n, b.data());
 
+  // Per token: conv (sequential through the windows), normalised q and k, log decay (into f)
+  // and beta (into b). Everything the delta rule needs is then ready for all n tokens.
   const float q_scale = 1.0f / std::sqrt(float(K));
-  std::vector<float> decay(static_cast<size_t>(K)), u(static_cast<size_t>(K)), o(size_t(n * P));
   for (int64_t t = 0; t < n; ++t) {
     float* qt = &q[size_t(t * P)];
     float* kt = &k[size_t(t * P)];
-    float* vt = &v[size_t(t * P)];
     short_conv_silu(w.q_conv, c.conv_kernel, s.conv_q, qt, P);
     short_conv_silu(w.k_conv, c.conv_kernel, s.conv_k, kt, P);
-    short_conv_silu(w.v_conv, c.conv_kernel, s.conv_v, vt, P);
-
+    short_conv_silu(w.v_conv, c.conv_kernel, s.conv_v, &v[size_t(t * P)], P);
     for (int h = 0; h < H; ++h) {
       float* qh = qt + h * K;
       float* kh = kt + h * K;
-      const float* vh = vt + h * K;
-      const float* fh = &f[size_t(t * P + h * K)];
-      const float* gh = &g[size_t(t * P + h * K)];
       l2_normalize(qh, K);
       l2_normalize(kh, K);
       for (int d = 0; d < K; ++d) qh[d] *= q_scale;
-
-      // Per-channel decay alpha = exp(a): K3 bounds a in (lb, 0) so alpha > e^lb; Kimi-Linear
-      // uses a = -exp(A_log) softplus(.).
       const float A = std::exp(w.A_log[size_t(h)]);
-      for (int d = 0; d < K; ++d) {
-        const float z = fh[d] + w.dt_bias[size_t(h * K + d)];
-        const float a = c.kda_lower_bound ? c.kda_gate_lower_bound * sigmoid(A * z) : -A * softplus(z);
-        decay[size_t(d)] = std::exp(a);
-      }
-      const float beta = sigmoid(b[size_t(t) * H + h]);
+      float* fh = &f[size_t(t * P + h * K)];
+      for (int d = 0; d < K; ++d) fh[d] = kda_log_decay(c, A, fh[d] + w.dt_bias[size_t(h * K + d)]);
+      b[size_t(t) * H + h] = sigmoid(b[size_t(t) * H + h]);
+    }
+  }
 
-      // S <- Diag(alpha) S ; u = v - S^T k ; S <- S + beta k u^T ; o = S^T q.
-      float* S = &s.state[size_t(h) * K * K];
-      for (int d = 0; d < K; ++d)
-        for (int e = 0; e < K; ++e) S[d * K + e] *= decay[size_t(d)];
-      for (int e = 0; e < K; ++e) u[size_t(e)] = vh[e];
-      for (int d = 0; d < K; ++d)
-        for (int e = 0; e < K; ++e) u[size_t(e)] -= S[d * K + e] * kh[d];
-      for (int d = 0; d < K; ++d) {
-        const float bk = beta * kh[d];
-        for (int e = 0; e < K; ++e) S[d * K + e] += bk * u[size_t(e)];
-      }
+  std::vector<float> o(size_t(n * P));
+  for (int h = 0; h < H; ++h) {
+    KdaHeadInputs in;
+    in.q = &q[size_t(h * K)];
+    in.k = &k[size_t(h * K)];
+    in.v = &v[size_t(h * K)];
+    in.log_decay = &f[size_t(h * K)];
+    in.stride = P;
+    in.beta = &b[size_t(h)];
+    in.beta_stride = H;
+    float* S = &s.state[size_t(h) * K * K];
+    if (n > 1 && chunk > 1)
+      kda_head_chunked(K, n, in, chunk, S, &o[size_t(h * K)]);
+    else
+      kda_head_recurrent(K, n, in, S, &o[size_t(h * K)]);
+  }
+
+  // Gated RMSNorm per token and head: norm(o) * o_norm * sigmoid(g).
+  for (int64_t t = 0; t < n; ++t)
+    for (int h = 0; h < H; ++h) {
       float* oh = &o[size_t(t * P + h * K)];
-      for (int e = 0; e < K; ++e) oh[e] = 0.0f;
-      for (int d = 0; d < K; ++d)
-        for (int e = 0; e < K; ++e) oh[e] += S[d * K + e] * qh[d];
-
-      // Gated RMSNorm per head: norm(o) * o_norm * sigmoid(g).
+      const float* gh = &g[size_t(t * P + h * K)];
       rmsnorm(oh, w.o_norm.data(), K, c.rms_eps, oh);
       for (int e = 0; e < K; ++e) oh[e] *= sigmoid(gh[e]);
     }
-  }
   matmul(w.o_proj, o.data(), n, y);
 }
 

@@ -1,7 +1,7 @@
-// Kimi Delta Attention, the recurrent form (MODELS.md 4.4, A.3): per head an fp32 state
-// S in R^{K x V} decayed per key channel, corrected by the delta rule and read by the query.
-// Runs token by token; the chunked prefill form gives the same result and can replace the
-// inner loop later.
+// Kimi Delta Attention (MODELS.md 4.4, A.3): per head an fp32 state S in R^{K x V} decayed
+// per key channel, corrected by the delta rule and read by the query. Two forms of the same
+// recurrence: token by token (decode, and the reference) and chunked (prefill, kda_chunked.cpp),
+// which handles `chunk` tokens at once with dense small matrices.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -25,10 +25,44 @@ struct KdaWeights {
   MatrixView o_proj;                                     // [D, P]
 };
 
+// Tokens per chunk of the chunked form in prefill; 1 = the recurrence. The chunked form matches
+// the recurrence to ~1e-6 relative and is ~1.4x faster at Kimi-Linear width (16 and 32 alike),
+// but it is not bit-identical, and unit-model asserts prefill == token-by-token decode within
+// 1e-5 (test_layers K3: 2.7e-5 with chunks of 16; test_rvq_experts: a near-tied router flips).
+// Off until those contracts are relaxed; then set 16 (K3's log decay, >= -5 per token, stays
+// inside the range kda_chunked.cpp factorises over 16 tokens).
+inline constexpr int kKdaPrefillChunk = 1;
+
 // Allocates a zeroed state for one KDA layer.
 KdaState make_kda_state(const ModelConfig& c);
 
 // x: n normalised hidden rows [n, D], consumed in order; updates `s`; y gets [n, D].
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y);
+// Several tokens go through the chunked form with chunks of `chunk` tokens; one token, or
+// chunk <= 1, through the recurrence.
+void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y,
+                 int chunk = kKdaPrefillChunk);
+
+// Log of the per-channel decay, a = log(alpha) <= 0, from A = exp(A_log[h]) and
+// z = f + dt_bias: Kimi-Linear -exp(A_log) softplus(z); K3 lb * sigmoid(A z) (lb = -5).
+float kda_log_decay(const ModelConfig& c, float A, float z);
+
+// One head's delta-rule inputs over n tokens, token t at row t: q and k already
+// L2-normalised (q also scaled), a the log decay per key channel, beta in (0, 1).
+struct KdaHeadInputs {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* log_decay = nullptr;
+  int64_t stride = 0;  // between tokens' rows of q, k, v, log_decay (and o)
+  const float* beta = nullptr;
+  int64_t beta_stride = 0;
+};
+
+// Runs n tokens of one head through S [K, K] (key channel major) and writes o_t = S_t^T q_t
+// to o[t * in.stride + e]. The recurrent form: per token S <- Diag(alpha) S,
+// u = v - S^T k, S <- S + beta k u^T, o = S^T q.
+void kda_head_recurrent(int K, int64_t n, const KdaHeadInputs& in, float* S, float* o);
+// The same result computed `chunk` tokens at a time (kda_chunked.cpp).
+void kda_head_chunked(int K, int64_t n, const KdaHeadInputs& in, int chunk, float* S, float* o);
 
 }  // namespace waste
