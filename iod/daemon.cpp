@@ -18,6 +18,7 @@
 #include "shared/container/reader.h"
 #include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
+#include "shared/util/run_dir.h"
 #include "shared/util/file.h"
 
 namespace waste::iod {
@@ -25,35 +26,6 @@ namespace waste::iod {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Holds the instance lock (flock on <run-dir>/iod.lock, released by the kernel even on kill -9)
-// and removes the socket when destroyed.
-class RunDir {
- public:
-  explicit RunDir(const std::string& dir) : dir_(dir) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    require(!ec, "iod: cannot create run directory " + dir + ": " + ec.message());
-    require(::chmod(dir.c_str(), 0700) == 0, "iod: cannot chmod 0700 " + dir + ": " + std::strerror(errno));
-    lock_path_ = dir + "/" + kLockName;
-    lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    require(lock_fd_ >= 0, "iod: cannot open " + lock_path_ + ": " + std::strerror(errno));
-    require(::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0,
-            "iod: another iod is running in " + dir + " (" + lock_path_ + " is locked)");
-    socket_path_ = dir + "/" + kSocketName;
-    if (::unlink(socket_path_.c_str()) == 0) spdlog::info("iod: removed a stale socket {}", socket_path_);
-  }
-  ~RunDir() {
-    ::unlink(socket_path_.c_str());
-    ::unlink(lock_path_.c_str());
-    ::close(lock_fd_);
-  }
-  const std::string& socket_path() const { return socket_path_; }
-
- private:
-  std::string dir_, lock_path_, socket_path_;
-  int lock_fd_ = -1;
-};
 
 // Segments of this instance left behind by a crash (any container): /dev/shm/waste-iod-<id>-*.
 void remove_stale_segments(uint64_t instance_id) {
@@ -98,7 +70,7 @@ int run_daemon(const DaemonOptions& o) {
   kj::UnixEventPort::captureSignal(SIGINT);
   std::signal(SIGPIPE, SIG_IGN);
 
-  RunDir run(o.run_dir);
+  RunDirClaim run(o.run_dir, kLockName, kSocketName, "iod");
   Container container = Container::open(o.model);
   uint64_t instance = ipc::instance_id_for(o.run_dir);
   remove_stale_segments(instance);

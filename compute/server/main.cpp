@@ -18,41 +18,13 @@
 #include "compute/server/engine_service.h"
 #include "compute/server/rpc_server.h"
 #include "shared/util/error.h"
+#include "shared/util/run_dir.h"
 #include "shared/util/progress.h"
 
 namespace {
 
 constexpr const char* kSocketName = "compute.sock";
 constexpr const char* kLockName = "compute.lock";
-
-// The instance lock (flock, dropped by the kernel even on kill -9) and the socket, removed on
-// the way out. A stale socket of a dead instance is ours to remove once we hold the lock.
-class RunDir {
- public:
-  explicit RunDir(const std::string& dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    waste::require(!ec, "compute: cannot create " + dir + ": " + ec.message());
-    waste::require(::chmod(dir.c_str(), 0700) == 0, "compute: cannot chmod 0700 " + dir + ": " + std::strerror(errno));
-    lock_path_ = dir + "/" + kLockName;
-    lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    waste::require(lock_fd_ >= 0, "compute: cannot open " + lock_path_ + ": " + std::strerror(errno));
-    waste::require(::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0,
-                   "compute: another waste-compute is running in " + dir + " (" + lock_path_ + " is locked)");
-    socket_path_ = dir + "/" + kSocketName;
-    if (::unlink(socket_path_.c_str()) == 0) spdlog::info("compute: removed a stale socket {}", socket_path_);
-  }
-  ~RunDir() {
-    ::unlink(socket_path_.c_str());
-    ::unlink(lock_path_.c_str());
-    ::close(lock_fd_);
-  }
-  const std::string& socket_path() const { return socket_path_; }
-
- private:
-  std::string lock_path_, socket_path_;
-  int lock_fd_ = -1;
-};
 
 int run(waste::server::ServiceOptions so, const std::string& run_dir, const std::string& tcp, bool no_iod) {
   // Signals first, before any thread exists, so every thread inherits them blocked and the
@@ -61,7 +33,7 @@ int run(waste::server::ServiceOptions so, const std::string& run_dir, const std:
   kj::UnixEventPort::captureSignal(SIGINT);
   std::signal(SIGPIPE, SIG_IGN);
 
-  RunDir dir(run_dir);
+  waste::RunDirClaim dir(run_dir, kLockName, kSocketName, "waste-compute");
   if (so.iod_socket.empty() && !no_iod) {
     const std::string s = run_dir + "/iod.sock";
     if (std::filesystem::exists(s)) so.iod_socket = s;
