@@ -1,5 +1,7 @@
 #include "shared/ipc/expert_store_client.h"
 
+#include "shared/ipc/rpc_call.h"
+
 #include <capnp/ez-rpc.h>
 #include <kj/exception.h>
 
@@ -23,18 +25,10 @@ struct ExpertStoreClient::Impl {
 
 namespace {
 
-// Runs an RPC and turns a kj exception into a waste::Error naming the socket.
+// Every RPC error names the daemon's socket.
 template <typename F>
 auto call(const std::string& socket, const char* what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const kj::Exception& e) {
-    std::string d = e.getDescription().cStr();
-    // The server's message travels as "remote exception: <message>".
-    const std::string prefix = "remote exception: ";
-    if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
-    throw Error("iod " + socket + ": " + what + ": " + d);
-  }
+  return rpc_call("iod " + socket, what, std::forward<F>(f));
 }
 
 template <typename Builder>

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "proto/engine.capnp.h"
+#include "shared/ipc/rpc_call.h"
 #include "shared/util/error.h"
 
 namespace waste::client {
@@ -30,18 +31,10 @@ std::string engine_address(const std::string& where) {
 
 namespace {
 
-// Runs an RPC and turns a kj exception into a waste::Error naming the address.
+// Every RPC error names compute's address, and says so when compute went away.
 template <typename F>
 auto call(const std::string& address, const char* what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const kj::Exception& e) {
-    std::string d = e.getDescription().cStr();
-    const std::string prefix = "remote exception: ";
-    if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
-    if (e.getType() == kj::Exception::Type::DISCONNECTED) d = "compute went away (" + d + ")";
-    throw Error("compute " + address + ": " + what + ": " + d);
-  }
+  return waste::ipc::rpc_call("compute " + address, what, std::forward<F>(f), "compute went away");
 }
 
 nlohmann::json session_json(proto::SessionStats::Reader s) {
