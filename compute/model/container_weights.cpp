@@ -17,51 +17,23 @@ std::span<const float> TrunkWeights::vector(const std::string& name) const {
 }
 
 TrunkWeights::TrunkWeights(const Container& container, const Trunk& trunk)
-    : container_(container), trunk_(trunk), trunk_file_(container.trunk_path(), O_RDONLY) {
+    : container_(container), trunk_(trunk) {
   embed_ = &container_.tensor("model.embed_tokens.weight");
   require(embed_->shape.size() == 2, "tensor model.embed_tokens.weight is not 2-D");
   require(embed_->format != TensorFormat::VQ3R, "tensor model.embed_tokens.weight: VQ3R is not a trunk format");
   embed_rows_ = embed_->shape[0];
-  embed_cols_ = embed_->shape[1];
 }
 
 void TrunkWeights::embedding_row(int64_t token, float* out) const {
   require(token >= 0 && uint64_t(token) < embed_rows_,
           "embedding row " + std::to_string(token) + " is out of range (" + std::to_string(embed_rows_) + " rows)");
-  const uint64_t row = uint64_t(token), cols = embed_cols_;
+  const uint64_t row = uint64_t(token);
   if (trunk_.has(embed_->name)) {  // resident after all: no disk read
     dequantize_row(trunk_.matrix(embed_->name), int64_t(row), out);
     return;
   }
-  // One row's values (and its group scales) with pread on the descriptor opened once; the
-  // manifest's sizes were validated against the file when the container was opened.
-  uint64_t row_bytes = 0;
-  switch (embed_->format) {
-    case TensorFormat::F32: row_bytes = cols * 4; break;
-    case TensorFormat::BF16:
-    case TensorFormat::F16: row_bytes = cols * 2; break;
-    case TensorFormat::Q8G: row_bytes = cols; break;
-    case TensorFormat::Q4G: row_bytes = cols / 2; break;
-    case TensorFormat::VQ3R: throw Error("tensor model.embed_tokens.weight: VQ3R is not a trunk format");
-  }
-  thread_local std::vector<uint8_t> values;
-  thread_local std::vector<uint16_t> scales;
-  values.resize(row_bytes);
-  trunk_file_.pread_exact(values.data(), row_bytes, embed_->offset + row * row_bytes);
-  MatrixView v;
-  v.format = embed_->format;
-  v.rows = 1;
-  v.cols = int64_t(cols);
-  v.group = embed_->group;
-  v.data = values.data();
-  if (embed_->format == TensorFormat::Q8G || embed_->format == TensorFormat::Q4G) {
-    require(embed_->group > 0 && cols % embed_->group == 0, "tensor model.embed_tokens.weight: bad group size");
-    const uint64_t groups = cols / embed_->group;
-    scales.resize(groups);
-    trunk_file_.pread_exact(scales.data(), groups * 2, embed_->offset + embed_->scales_offset + row * groups * 2);
-    v.scales = scales.data();
-  }
-  dequantize_row(v, 0, out);
+  // One row read from trunk.bin through the container's descriptor (opened once).
+  read_tensor_row(container_, *embed_, row, out);
 }
 
 ExpertSourceStats ContainerExperts::stats() const {

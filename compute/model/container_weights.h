@@ -27,9 +27,8 @@ class TrunkWeights : public WeightSource {
  private:
   const Container& container_;
   const Trunk& trunk_;
-  File trunk_file_;
   const TensorInfo* embed_ = nullptr;
-  uint64_t embed_rows_ = 0, embed_cols_ = 0;
+  uint64_t embed_rows_ = 0;
 };
 
 class ContainerExperts : public ExpertSource {
