@@ -214,4 +214,29 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
   INFO(log);
   CHECK(rc == "1");  // waste::Error, not a crash (>= 128) or the timeout (124)
   CHECK(log.find("waste: error: iod") != std::string::npos);
+
+  // The killed iod left its shared memory segment behind. A new iod in the same run directory
+  // must find and remove it (the recovery path), and leaves nothing behind when stopped.
+  const std::string again = run_ok(std::string(iod_env) + " --model " + model + " --run-dir " + run +
+                                   " --slots 6 > " + (tmp / "iod2.log") + " 2>&1 & echo $!");
+  const pid_t pid2 = pid_t(std::stol(again));
+  // The dead iod's socket file is still there: wait until the new one answers.
+  bool answering = false;
+  while (!answering && std::chrono::steady_clock::now() < deadline) {
+    try {
+      waste::ipc::ExpertStoreClient probe(run + "/iod.sock");
+      probe.stats();
+      answering = true;
+    } catch (const std::exception&) {
+      poll();
+    }
+  }
+  REQUIRE(answering);
+  REQUIRE(::kill(pid2, SIGTERM) == 0);
+  run_command("wait " + again);
+  while (std::filesystem::exists(run + "/iod.sock") && std::chrono::steady_clock::now() < deadline) poll();
+  std::ifstream l2(tmp / "iod2.log");
+  const std::string log2((std::istreambuf_iterator<char>(l2)), std::istreambuf_iterator<char>());
+  INFO(log2);
+  CHECK(log2.find("removed stale segment") != std::string::npos);
 }
