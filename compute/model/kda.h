@@ -27,11 +27,11 @@ struct KdaWeights {
 
 // Tokens per chunk of the chunked form in prefill; 1 = the recurrence. The chunked form matches
 // the recurrence to ~1e-6 relative and is ~1.4x faster at Kimi-Linear width (16 and 32 alike),
-// but it is not bit-identical, and unit-model asserts prefill == token-by-token decode within
-// 1e-5 (test_layers K3: 2.7e-5 with chunks of 16; test_rvq_experts: a near-tied router flips).
-// Off until those contracts are relaxed; then set 16 (K3's log decay, >= -5 per token, stays
-// inside the range kda_chunked.cpp factorises over 16 tokens).
-inline constexpr int kKdaPrefillChunk = 1;
+// but it is not bit-identical: prefill logits differ from token-by-token decode by float
+// rounding (K3 fixture: 2.7e-5 absolute on logits of magnitude ~1). 16, because K3's log decay
+// (>= -5 per token) stays inside the range kda_chunked.cpp factorises over 16 tokens.
+// Model::set_kda_chunk(1) restores the recurrence where a test needs bit-level equality.
+inline constexpr int kKdaPrefillChunk = 16;
 
 // Allocates a zeroed state for one KDA layer.
 KdaState make_kda_state(const ModelConfig& c);

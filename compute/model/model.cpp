@@ -153,7 +153,7 @@ void Model::attention(int L, Session& s, const float* x, int64_t n, float* y) co
   if (l.is_mla)
     mla_forward(config_, l.mla, rope_, softmax_scale_, s.layers_[size_t(L)].mla, s.max_ctx_, s.position_, x, n, y);
   else
-    kda_forward(config_, l.kda, s.layers_[size_t(L)].kda, x, n, y);
+    kda_forward(config_, l.kda, s.layers_[size_t(L)].kda, x, n, y, kda_chunk_);
   clock.lap(&PhaseTimes::attention);
 }
 

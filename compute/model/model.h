@@ -50,6 +50,10 @@ class Model {
   // only; the real router still decides.
   void set_lookahead(int n) { lookahead_ = n; }
   int lookahead() const { return lookahead_; }
+  // Tokens per chunk of KDA's chunked prefill form (kda.h); 1: the recurrence, bit-identical
+  // to token-by-token decode.
+  void set_kda_chunk(int tokens) { kda_chunk_ = tokens < 1 ? 1 : tokens; }
+  int kda_chunk() const { return kda_chunk_; }
   // Adds each forward's phase times to *p (nullptr: off).
   void set_profile(PhaseTimes* p) { profile_ = p; }
 
@@ -88,6 +92,7 @@ class Model {
   AttnResWeights output_res_;  // K3
   MatrixView lm_head_;
   int lookahead_ = 0;
+  int kda_chunk_ = kKdaPrefillChunk;
   PhaseTimes* profile_ = nullptr;
 };
 

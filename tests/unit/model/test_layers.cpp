@@ -2,6 +2,7 @@
 // session contract (prefill = token-by-token decode, bounds, errors).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -163,25 +164,37 @@ TEST_CASE("prefill equals token-by-token decode, sessions are independent, bound
         nlohmann::json::parse(read_file_text(dir + "/tokens.json", 1 << 20)).at("input_ids").get<std::vector<int32_t>>();
     const int64_t V = ckpt.config().vocab, n = 12;
 
-    Session a = model.new_session(n);
-    std::vector<float> batch(size_t(n * V));
-    model.forward(a, {ids.data(), size_t(n)}, batch.data(), LogitRows::All);
+    // kda_chunk 1: prefill runs KDA's recurrence, the same float sums as decode. The default
+    // chunked form only reorders sums: same argmax, differences of float rounding.
+    for (int kda_chunk : {1, kKdaPrefillChunk}) {
+      CAPTURE(kda_chunk);
+      model.set_kda_chunk(kda_chunk);
+      Session a = model.new_session(n);
+      std::vector<float> batch(size_t(n * V));
+      model.forward(a, {ids.data(), size_t(n)}, batch.data(), LogitRows::All);
 
-    Session b = model.new_session(n);
-    std::vector<float> step(static_cast<size_t>(V));
-    double diff = 0;
-    for (int64_t t = 0; t < n; ++t) {
-      model.forward(b, {&ids[size_t(t)], 1}, step.data());
-      for (int64_t i = 0; i < V; ++i) diff = std::max(diff, double(std::fabs(step[size_t(i)] - batch[size_t(t * V + i)])));
+      Session b = model.new_session(n);
+      std::vector<float> step(static_cast<size_t>(V));
+      double diff = 0, scale = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        model.forward(b, {&ids[size_t(t)], 1}, step.data());
+        const float* row = &batch[size_t(t * V)];
+        for (int64_t i = 0; i < V; ++i) {
+          diff = std::max(diff, double(std::fabs(step[size_t(i)] - row[i])));
+          scale = std::max(scale, double(std::fabs(row[i])));
+        }
+        CHECK(std::max_element(step.begin(), step.end()) - step.begin() == std::max_element(row, row + V) - row);
+      }
+      MESSAGE(std::string(name), " kda_chunk ", kda_chunk, ": prefill vs token-by-token max |diff| ", diff,
+              " (max |logit| ", scale, ")");
+      CHECK(diff <= (kda_chunk == 1 ? 1e-5 : 1e-5 * std::max(1.0, scale) + 2e-5));
+
+      // The context bound and the vocabulary are enforced with errors, not crashes.
+      CHECK_THROWS_AS(model.forward(a, {ids.data(), 1}, step.data()), Error);
+      Session c = model.new_session(4);
+      const int32_t bad = int32_t(V);
+      CHECK_THROWS_AS(model.forward(c, {&bad, 1}, step.data()), Error);
     }
-    MESSAGE(std::string(name), ": prefill vs token-by-token max |diff| ", diff);
-    CHECK(diff <= 1e-5);
-
-    // The context bound and the vocabulary are enforced with errors, not crashes.
-    CHECK_THROWS_AS(model.forward(a, {ids.data(), 1}, step.data()), Error);
-    Session c = model.new_session(4);
-    const int32_t bad = int32_t(V);
-    CHECK_THROWS_AS(model.forward(c, {&bad, 1}, step.data()), Error);
   }
 }
 

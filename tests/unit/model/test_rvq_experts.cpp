@@ -137,8 +137,11 @@ TEST_CASE("VQ3R experts through the RVQ kernels match the same codes decoded to 
   // (shared/rvq tests allow 5%); a wiring mistake (wrong matrix, activation or weight) is O(1).
   CHECK(rel < 0.05);
 
-  // The whole model through the VQ3R path: prefill rows equal token-by-token decode.
+  // The whole model through the VQ3R path: prefill rows equal token-by-token decode. KDA's
+  // recurrence in prefill (kda_chunk 1): the chunked form's rounding differences can flip a
+  // near-tied router choice of these random-ish VQ3R experts, which is not what this checks.
   Model a = Model::create(weights, vq, c);
+  a.set_kda_chunk(1);
   const auto ids =
       nlohmann::json::parse(read_file_text(dir + "/tokens.json", 1 << 20)).at("input_ids").get<std::vector<int32_t>>();
   const int64_t V = c.vocab, T = int64_t(ids.size());
