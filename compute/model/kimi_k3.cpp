@@ -1,7 +1,9 @@
 // Kimi K3: KDA + gated NoPE-MLA layers wired with Block Attention Residuals (MODELS.md A.2).
 // Each sublayer reads a learned softmax mixture of the completed block sums and the current
 // partial sum instead of the plain residual; every attn_res_block layers the partial sum is
-// stored as a block and a new one starts from the next attention output.
+// stored as a block and a new one starts from the next attention output. The block sums live
+// only for one forward and are kept per row, so in a batched forward each session's rows mix
+// only their own blocks; attention runs per session on its rows.
 #include <algorithm>
 #include <vector>
 
@@ -24,7 +26,8 @@ void attn_res_rows(const std::vector<std::vector<float>>& blocks, const float* p
 
 }  // namespace
 
-void Model::run_k3_decoder(Session& s, float* h, int64_t n, std::vector<float>* layer_hidden) const {
+void Model::run_k3_decoder(std::span<const SessionRows> parts, float* h, int64_t n,
+                           std::vector<float>* layer_hidden) const {
   const int D = config_.hidden;
   const float eps = config_.rms_eps;
   const size_t size = size_t(n) * D;
@@ -41,7 +44,7 @@ void Model::run_k3_decoder(Session& s, float* h, int64_t n, std::vector<float>* 
     if (boundary) blocks.push_back(prefix);  // the completed block; the next one starts empty
 
     for (int64_t t = 0; t < n; ++t) rmsnorm(&mixed[size_t(t) * D], l.input_norm.data(), D, eps, &normed[size_t(t) * D]);
-    attention(L, s, normed.data(), n, out.data());
+    attention_rows(L, parts, normed.data(), out.data());
     if (boundary)
       prefix = out;
     else

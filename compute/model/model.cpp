@@ -197,38 +197,87 @@ void Model::prefetch_next(int L, const float* h, int64_t n) const {
   clock.lap(&PhaseTimes::router);
 }
 
+void Model::attention_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const {
+  const int64_t D = config_.hidden;
+  for (const SessionRows& p : parts) attention(L, *p.s, x + p.row0 * D, p.n, y + p.row0 * D);
+}
+
 void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows,
                     std::vector<float>* layer_hidden) const {
-  const int64_t n = int64_t(tokens.size()), D = config_.hidden;
-  require(n > 0, "forward: no tokens");
-  require(int64_t(s.layers_.size()) == config_.n_layers, "forward: session was not made by this model");
-  require(s.position_ + n <= s.max_ctx_, "forward: " + std::to_string(s.position_ + n) +
-                                             " tokens exceed the session context of " + std::to_string(s.max_ctx_));
+  const BatchItem item{&s, tokens, logits, rows};
+  forward_rows({&item, 1}, layer_hidden);
+}
+
+void Model::forward_batch(std::span<const BatchItem> items) const { forward_rows(items, nullptr); }
+
+void Model::forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden) const {
+  const int64_t D = config_.hidden, V = config_.vocab;
+  require(!items.empty(), "forward: no sessions");
+  // Everything is checked before any state changes, so a refused batch leaves every session
+  // as it was.
+  std::vector<SessionRows> parts;
+  int64_t n = 0, head_rows = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    require(it.session != nullptr, "forward: batch item " + std::to_string(i) + " has no session");
+    Session& s = *it.session;
+    const int64_t m = int64_t(it.tokens.size());
+    require(m > 0, "forward: no tokens");
+    require(int64_t(s.layers_.size()) == config_.n_layers, "forward: session was not made by this model");
+    require(s.position_ + m <= s.max_ctx_, "forward: " + std::to_string(s.position_ + m) +
+                                               " tokens exceed the session context of " + std::to_string(s.max_ctx_));
+    require(it.rows == LogitRows::None || it.logits != nullptr,
+            "forward: batch item " + std::to_string(i) + " asks for logits but gives no buffer");
+    for (size_t k = 0; k < i; ++k)
+      require(items[k].session != it.session, "forward: a session appears twice in one batch (items " +
+                                                  std::to_string(k) + " and " + std::to_string(i) + ")");
+    for (int32_t id : it.tokens)
+      require(id >= 0 && id < config_.vocab, "forward: token id " + std::to_string(id) +
+                                                 " is outside the vocabulary of " + std::to_string(config_.vocab));
+    parts.push_back({&s, n, m});
+    n += m;
+    head_rows += it.rows == LogitRows::All ? m : it.rows == LogitRows::Last ? 1 : 0;
+  }
+
   PhaseClock clock(profile_);
   std::vector<float> h(size_t(n * D));
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t id = tokens[size_t(t)];
-    require(id >= 0 && id < config_.vocab, "forward: token id " + std::to_string(id) + " is outside the vocabulary of " +
-                                               std::to_string(config_.vocab));
-    weights_->embedding_row(id, &h[size_t(t * D)]);
-  }
+  for (size_t i = 0; i < items.size(); ++i)
+    for (int64_t t = 0; t < parts[i].n; ++t)
+      weights_->embedding_row(items[i].tokens[size_t(t)], &h[size_t((parts[i].row0 + t) * D)]);
   if (layer_hidden) layer_hidden->assign(size_t(config_.n_layers * n * D), 0.0f);
   clock.lap(&PhaseTimes::embed);
 
   if (config_.arch == Arch::KimiK3)
-    run_k3_decoder(s, h.data(), n, layer_hidden);
+    run_k3_decoder(parts, h.data(), n, layer_hidden);
   else
-    run_residual_decoder(s, h.data(), n, layer_hidden);
-  s.position_ += n;
+    run_residual_decoder(parts, h.data(), n, layer_hidden);
+  for (const SessionRows& p : parts) p.s->position_ += p.n;
   clock.lap(&PhaseTimes::other);
-  if (rows == LogitRows::None) return;
+  if (head_rows == 0) return;
 
-  // Only the rows asked for go through the final norm and the (large) output head.
-  const int64_t first = rows == LogitRows::All ? 0 : n - 1;
-  std::vector<float> normed(size_t((n - first) * D));
-  for (int64_t t = first; t < n; ++t)
-    rmsnorm(&h[size_t(t * D)], final_norm_.data(), int(D), config_.rms_eps, &normed[size_t((t - first) * D)]);
-  matmul(lm_head_, normed.data(), n - first, logits);
+  // Only the rows asked for go through the final norm and the (large) output head, all items'
+  // rows in one matmul (the head is read once per step, not once per session).
+  std::vector<float> normed(size_t(head_rows * D));
+  std::vector<std::pair<size_t, int64_t>> dest;  // item, its rows in the head's output
+  int64_t r = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].rows == LogitRows::None) continue;
+    const int64_t first = items[i].rows == LogitRows::All ? 0 : parts[i].n - 1;
+    dest.push_back({i, parts[i].n - first});
+    for (int64_t t = first; t < parts[i].n; ++t, ++r)
+      rmsnorm(&h[size_t((parts[i].row0 + t) * D)], final_norm_.data(), int(D), config_.rms_eps, &normed[size_t(r * D)]);
+  }
+  if (dest.size() == 1) {
+    matmul(lm_head_, normed.data(), head_rows, items[dest[0].first].logits);  // straight into the caller's buffer
+  } else {
+    std::vector<float> out(size_t(head_rows * V));
+    matmul(lm_head_, normed.data(), head_rows, out.data());
+    size_t at = 0;
+    for (const auto& [i, m] : dest) {
+      std::copy_n(&out[at], size_t(m * V), items[i].logits);
+      at += size_t(m * V);
+    }
+  }
   clock.lap(&PhaseTimes::head);
 }
 

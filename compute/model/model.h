@@ -1,11 +1,12 @@
 // The forward pass of the three families over shared layer code. A Model is immutable after
 // create() (weights resolved once, by name, with shapes checked); all per-sequence state
-// lives in a Session, so one Model can serve several sessions (one forward at a time each).
+// lives in a Session, so one Model can serve several sessions, also in one batched forward.
 //
 //   Model m = Model::create(weights, experts, config);
 //   Session s = m.new_session(4096);
 //   m.forward(s, prompt_ids, logits);           // prefill: logits of the last token
 //   m.forward(s, {&next, 1}, logits);           // decode: one token
+//   m.forward_batch(items);                     // several sessions in one pass (BatchItem)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,6 +28,15 @@ namespace waste {
 // None: no head at all (a prefill chunk whose logits nobody reads; logits may be null).
 enum class LogitRows { Last, All, None };
 
+// One session's part of a batched forward: its tokens (one to decode, a chunk to prefill),
+// where its logits go, and which rows of them.
+struct BatchItem {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+  float* logits = nullptr;  // [vocab] (Last), [tokens.size(), vocab] (All), unused (None)
+  LogitRows rows = LogitRows::Last;
+};
+
 class Model {
  public:
   // `weights` and `experts` must outlive the Model. Throws Error naming any missing tensor or
@@ -44,6 +54,17 @@ class Model {
   // layer's running block sum), for finding which layer disagrees with a reference.
   void forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows = LogitRows::Last,
                std::vector<float>* layer_hidden = nullptr) const;
+
+  // Several sessions in one pass: the rows of all items form one residual stream [sum n, D].
+  // Per layer, each session's attention runs on its own rows and state; the feed-forward block
+  // runs on all rows at once (router per row, the union of the batch's experts fetched once,
+  // each expert applied to all rows routed to it); the trunk matrices outside attention and the
+  // output head are one matmul over all rows. Every item's logits are bit-identical to
+  // forward() of that item alone (every kernel computes a row the same way whatever rows share
+  // its call; the per-row expert sum runs in ascending expert id). Sessions must be distinct.
+  // Everything is checked before any state changes; an error from the expert source mid-pass
+  // leaves every session of the batch in an undefined state (start them afresh).
+  void forward_batch(std::span<const BatchItem> items) const;
 
   // Lookahead: after layer L's attention, layer L+1's router runs on the current hidden state
   // and its top `n` experts per token are sent to ExpertSource::prefetch (0: off). A hint
@@ -71,16 +92,29 @@ class Model {
 
   Model(const WeightSource& w, ExpertSource& e, const ModelConfig& c) : weights_(&w), experts_(&e), config_(c), rope_(c) {}
 
+  // A session's rows [row0, row0 + n) of a batched residual stream.
+  struct SessionRows {
+    Session* s = nullptr;
+    int64_t row0 = 0, n = 0;
+  };
+
+  void forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden) const;
+
   // The token mixer and the feed-forward block of layer L on n normalised rows [n, D].
   void attention(int L, Session& s, const float* x, int64_t n, float* y) const;
+  // attention() of every session on its own rows of x / y.
+  void attention_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const;
   void feed_forward(int L, const float* x, int64_t n, float* y) const;
   // Lookahead hint for layer L+1 from hidden rows h [n, D] (no-op when off or not MoE).
   void prefetch_next(int L, const float* h, int64_t n) const;
 
   // DeepSeek-V3 / K2 and Kimi-Linear: one pre-norm residual stream (residual_decoder.cpp).
-  void run_residual_decoder(Session& s, float* h, int64_t n, std::vector<float>* layer_hidden) const;
-  // K3: block attention residuals (kimi_k3.cpp). h: embeddings in, pre-norm output out.
-  void run_k3_decoder(Session& s, float* h, int64_t n, std::vector<float>* layer_hidden) const;
+  // h: [n, D] over all parts' rows.
+  void run_residual_decoder(std::span<const SessionRows> parts, float* h, int64_t n,
+                            std::vector<float>* layer_hidden) const;
+  // K3: block attention residuals (kimi_k3.cpp). h: embeddings in, pre-norm output out. The
+  // block sums are per row, so rows of different sessions never mix.
+  void run_k3_decoder(std::span<const SessionRows> parts, float* h, int64_t n, std::vector<float>* layer_hidden) const;
 
   const WeightSource* weights_;
   ExpertSource* experts_;
