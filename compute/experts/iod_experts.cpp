@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "shared/util/error.h"
+#include "shared/util/timeline.h"
 
 namespace waste {
 
@@ -124,6 +125,7 @@ void IodExperts::release(int layer, int expert) {
 void IodExperts::prefetch(int layer, std::span<const int> experts) {
   if (experts.empty()) return;
   std::vector<uint32_t> ids(experts.begin(), experts.end());
+  timeline::Span span("prefetch_issue", "compute", layer);
   try {
     client_->prefetch(uint32_t(layer), ids);
   } catch (const Error&) {
@@ -148,7 +150,10 @@ void IodExperts::start_group() {
   group_begin_ = group_end_;
   group_end_ = std::min(experts_.size(), group_begin_ + cap);
   std::vector<uint32_t> ids(experts_.begin() + ptrdiff_t(group_begin_), experts_.begin() + ptrdiff_t(group_end_));
-  handles_ = fetch_retrying(uint32_t(layer_), ids);
+  {
+    timeline::Span span("fetch_issue", "compute", layer_);
+    handles_ = fetch_retrying(uint32_t(layer_), ids);
+  }
   require(handles_.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(handles_.size()) +
                                              " handles for " + std::to_string(ids.size()) + " experts");
   handed_.assign(ids.size(), false);
@@ -181,6 +186,7 @@ int IodExperts::next_ready(ExpertView& view) {
   handed_[pick] = true;
   --left_in_group_;
   const size_t idx = group_begin_ + pick;
+  timeline::instant("expert_ready", "compute", layer_, experts_[idx]);
   view = view_of(layer_, experts_[idx], handles_[pick]);
   return int(idx);
 }

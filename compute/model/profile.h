@@ -3,6 +3,9 @@
 // changes results.
 #pragma once
 #include <chrono>
+#include <cstdint>
+
+#include "shared/util/timeline.h"
 
 namespace waste {
 
@@ -12,19 +15,42 @@ struct PhaseTimes {
 };
 
 // Adds the time since construction (or the last lap) to a counter; a null target is a no-op.
+// While a timeline is recording (shared/util/timeline.h) each lap is also a span named after
+// the phase, with the layer and expert it was given.
 class PhaseClock {
  public:
-  explicit PhaseClock(PhaseTimes* p) : p_(p), t_(p ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
-  void lap(double PhaseTimes::*field) {
-    if (!p_) return;
+  explicit PhaseClock(PhaseTimes* p) : p_(p), on_(p != nullptr || timeline::enabled()) {
+    if (on_) t_ = std::chrono::steady_clock::now();
+  }
+  void lap(double PhaseTimes::*field, int layer = -1, int expert = -1) {
+    if (!on_) return;
     const auto now = std::chrono::steady_clock::now();
-    p_->*field += std::chrono::duration<double>(now - t_).count();
+    if (p_) p_->*field += std::chrono::duration<double>(now - t_).count();
+    if (timeline::enabled()) {
+      // steady_clock is CLOCK_MONOTONIC on Linux, the timeline's clock.
+      const auto ns = [](std::chrono::steady_clock::time_point t) {
+        return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+      };
+      timeline::span(phase_name(field), "compute", ns(t_), ns(now), layer, expert);
+    }
     t_ = now;
+  }
+
+  static const char* phase_name(double PhaseTimes::*field) {
+    if (field == &PhaseTimes::embed) return "embed";
+    if (field == &PhaseTimes::attention) return "attention";
+    if (field == &PhaseTimes::router) return "router";
+    if (field == &PhaseTimes::fetch_wait) return "fetch_wait";
+    if (field == &PhaseTimes::experts) return "expert_kernel";
+    if (field == &PhaseTimes::mlp) return "mlp";
+    if (field == &PhaseTimes::head) return "head";
+    return "other";
   }
 
  private:
   PhaseTimes* p_;
-  std::chrono::steady_clock::time_point t_;
+  bool on_;
+  std::chrono::steady_clock::time_point t_{};
 };
 
 }  // namespace waste
