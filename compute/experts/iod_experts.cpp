@@ -207,6 +207,12 @@ ExpertSourceStats IodExperts::stats() const {
   s.hits = j.value("hits", uint64_t(0));
   s.misses = j.value("misses", uint64_t(0));
   s.bytes_read = j.value("bytes_read", uint64_t(0));
+  if (j.contains("prefetch")) {
+    const auto& p = j["prefetch"];
+    s.prefetch_issued = p.value("issued", uint64_t(0));
+    s.prefetch_used = p.value("used", uint64_t(0));
+    s.prefetch_wasted = p.value("wasted", uint64_t(0));
+  }
   return s;
 }
 

@@ -26,9 +26,11 @@ class WeightSource {
   virtual void embedding_row(int64_t token, float* out) const = 0;
 };
 
-// Counters of an expert source: records found in its cache, records it had to read.
+// Counters of an expert source: records found in its cache, records it had to read, and the
+// lookahead's prefetches: read on a hint, later asked for (used), evicted unasked (wasted).
 struct ExpertSourceStats {
   uint64_t hits = 0, misses = 0, bytes_read = 0;
+  uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0;
 };
 
 // Routed experts. In the engine the views point into iod's shared-memory slots, so a view

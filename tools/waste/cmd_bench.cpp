@@ -1,8 +1,9 @@
-// `waste bench MODEL [--resident] [-n N] [--json]`: decode tok/s and time per phase (attention,
-// router, fetch wait, expert kernels, other MLP work, head). It feeds a fixed pseudo-random
-// sequence of ids instead of sampling (random weights collapse into one repeated token, which
-// would make every token hit the same experts). --resident reads every expert into RAM first,
-// so the figure is compute alone.
+// `waste bench MODEL [--resident] [--prefill P] [-n N] [--json]`: decode tok/s and time per phase
+// (attention, router, fetch wait, expert kernels, other MLP work, head). It feeds a fixed
+// pseudo-random sequence of ids instead of sampling (random weights collapse into one repeated
+// token, which would make every token hit the same experts). --prefill first runs a P-token
+// prompt through chunked prefill (--chunk) and times it on its own; decode then continues from
+// that context. --resident reads every expert into RAM first, so the figure is compute alone.
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -18,34 +19,52 @@ namespace {
 
 struct BenchOptions {
   EngineCliOptions engine;
-  int tokens = 32, warmup = 2;
+  int tokens = 32, warmup = 2, prefill = 0;
   uint64_t seed = 1;
   bool json = false;
 };
 
 void run_bench(const BenchOptions& o) {
-  require(o.tokens >= 1 && o.warmup >= 0, "bench: -n must be >= 1 and --warmup >= 0");
+  require(o.tokens >= 1 && o.warmup >= 0 && o.prefill >= 0, "bench: -n must be >= 1, --warmup and --prefill >= 0");
   EngineHandle h(o.engine);
   Engine& e = h.engine();
   const ModelConfig& c = e.config();
   std::mt19937_64 rng(o.seed);
-  std::vector<int32_t> ids(size_t(o.tokens + o.warmup));
+  std::vector<int32_t> ids(size_t(o.prefill + o.tokens + o.warmup));
   for (auto& id : ids) id = int32_t(rng() % uint64_t(c.vocab));
   Session s = e.new_session(std::max<int64_t>(o.engine.context, int64_t(ids.size()) + 1));
   std::vector<float> logits(size_t(c.vocab));
-  for (int i = 0; i < o.warmup; ++i) e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
+
+  // The prompt: chunks of --chunk through Engine::prefill, each chunk fetching the union of its
+  // tokens' experts once per layer.
+  PhaseTimes prefill_phases;
+  ExpertSourceStats pre_before = e.experts().stats(), pre_after = pre_before;
+  double prefill_secs = 0;
+  if (o.prefill > 0) {
+    e.model().set_profile(&prefill_phases);
+    const auto p0 = std::chrono::steady_clock::now();
+    e.prefill(s, std::span<const int32_t>(ids.data(), size_t(o.prefill)), logits.data());
+    prefill_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+    e.model().set_profile(nullptr);
+    pre_after = e.experts().stats();
+  }
+  for (int i = o.prefill; i < o.prefill + o.warmup; ++i)
+    e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
 
   PhaseTimes phases;
   e.model().set_profile(&phases);
   const ExpertSourceStats before = e.experts().stats();
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = o.warmup; i < o.warmup + o.tokens; ++i)
+  for (int i = o.prefill + o.warmup; i < o.prefill + o.warmup + o.tokens; ++i)
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.model().set_profile(nullptr);
   const ExpertSourceStats after = e.experts().stats();
   const uint64_t hits = after.hits - before.hits, misses = after.misses - before.misses,
                  bytes = after.bytes_read - before.bytes_read;
+  const uint64_t pf_issued = after.prefetch_issued - before.prefetch_issued,
+                 pf_used = after.prefetch_used - before.prefetch_used,
+                 pf_wasted = after.prefetch_wasted - before.prefetch_wasted;
   const double per = 1000.0 / o.tokens;  // ms per token
   const std::pair<const char*, double> rows[] = {
       {"attention", phases.attention}, {"router", phases.router},     {"fetch_wait", phases.fetch_wait},
@@ -62,13 +81,37 @@ void run_bench(const BenchOptions& o) {
     j["expert_misses"] = misses;
     j["bytes_read"] = bytes;
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
+    j["prefetch"] = {{"issued", pf_issued}, {"used", pf_used}, {"wasted", pf_wasted}};
+    if (o.prefill > 0) {
+      j["prefill"] = {{"tokens", o.prefill},
+                      {"chunk", o.engine.chunk},
+                      {"seconds", prefill_secs},
+                      {"tok_per_s", o.prefill / prefill_secs},
+                      {"expert_hits", pre_after.hits - pre_before.hits},
+                      {"expert_misses", pre_after.misses - pre_before.misses},
+                      {"bytes_read", pre_after.bytes_read - pre_before.bytes_read},
+                      {"ms", {{"attention", prefill_phases.attention * 1e3},
+                              {"router", prefill_phases.router * 1e3},
+                              {"fetch_wait", prefill_phases.fetch_wait * 1e3},
+                              {"experts", prefill_phases.experts * 1e3},
+                              {"mlp_other", prefill_phases.mlp * 1e3},
+                              {"head", prefill_phases.head * 1e3}}}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
+  if (o.prefill > 0)
+    std::printf("%s: prefill of %d tokens (chunks of %d) in %.3f s: %.2f tok/s, expert hits %llu, misses %llu, "
+                "%.3f GB read\n",
+                o.engine.model.c_str(), o.prefill, o.engine.chunk, prefill_secs, o.prefill / prefill_secs,
+                (unsigned long long)(pre_after.hits - pre_before.hits),
+                (unsigned long long)(pre_after.misses - pre_before.misses),
+                double(pre_after.bytes_read - pre_before.bytes_read) / 1e9);
   std::printf("%s: %d decode tokens in %.3f s: %.2f tok/s  [experts: %s]\n", o.engine.model.c_str(), o.tokens, secs,
               o.tokens / secs, h.expert_path().c_str());
-  std::printf("  expert hits %llu, misses %llu, %.3f GB read\n", (unsigned long long)hits, (unsigned long long)misses,
-              double(bytes) / 1e9);
+  std::printf("  expert hits %llu, misses %llu, %.3f GB read; prefetch issued %llu, used %llu, wasted %llu\n",
+              (unsigned long long)hits, (unsigned long long)misses, double(bytes) / 1e9, (unsigned long long)pf_issued,
+              (unsigned long long)pf_used, (unsigned long long)pf_wasted);
   std::printf("  per token:");
   for (const auto& [name, t] : rows) std::printf(" %s %.2f ms", name, t * per);
   std::printf("\n");
@@ -82,6 +125,7 @@ void register_bench_command(CLI::App& app) {
   add_engine_options(cmd, o->engine);
   cmd->add_option("-n,--tokens", o->tokens, "Decode tokens to time (32)");
   cmd->add_option("--warmup", o->warmup, "Untimed decode tokens first (2)");
+  cmd->add_option("--prefill", o->prefill, "Time a prompt of this many ids through chunked prefill first (0: none)");
   cmd->add_option("--seed", o->seed, "Seed of the token sequence");
   cmd->add_flag("--resident", o->engine.resident, "Read every expert into RAM first: compute only, no I/O");
   cmd->add_flag("--json", o->json, "JSON output");
