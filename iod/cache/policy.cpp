@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "iod/cache/forecast_policy.h"
 #include "iod/cache/frequency_policy.h"
 #include "iod/cache/lru_policy.h"
 #include "shared/util/error.h"
@@ -20,13 +21,34 @@ double parse_param(const std::string& spec, const std::string& key, const std::s
 
 }  // namespace
 
-std::vector<std::string> policy_names() { return {"lru", "lrfu", "cyclic"}; }
+std::vector<std::string> policy_names() { return {"lru", "lrfu", "cyclic", "forecast"}; }
 
 std::string policy_help() {
-  return "lru | lrfu | cyclic (default), optionally with :gamma=G,prior=W,prefetch=P "
-         "(gamma: per-token decay of the access count; prior: weight of the usage-file popularity; "
-         "prefetch: use probability assumed for a prefetched record)";
+  return "forecast (default) | lru | lrfu | cyclic, optionally with :name=value,... "
+         "(forecast: prefetch=P use probability assumed for a prefetched record, prior=W weight of the "
+         "usage-file popularity (0 = ignore), halve=N samples after which a class's counts halve; "
+         "lrfu/cyclic: gamma=G per-token decay of the access count, prior=W, prefetch=P)";
 }
+
+namespace {
+
+// "name=value,name=value" -> pairs, numbers checked.
+std::vector<std::pair<std::string, double>> parse_params(const std::string& spec, const std::string& rest) {
+  std::vector<std::pair<std::string, double>> out;
+  size_t pos = 0;
+  while (pos < rest.size()) {
+    size_t comma = rest.find(',', pos);
+    std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? rest.size() : comma + 1;
+    size_t eq = item.find('=');
+    require(eq != std::string::npos, "cache policy '" + spec + "': expected name=value, got '" + item + "'");
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    out.emplace_back(key, parse_param(spec, key, value));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::unique_ptr<CachePolicy> make_policy(const std::string& spec, const CacheGeometry& geometry,
                                          const KeyPrior& prior) {
@@ -39,19 +61,21 @@ std::unique_ptr<CachePolicy> make_policy(const std::string& spec, const CacheGeo
     require(rest.empty(), "cache policy 'lru' takes no parameters (got '" + rest + "')");
     return std::make_unique<LruPolicy>();
   }
+  if (name == "forecast") {
+    ForecastParams params;
+    for (const auto& [key, v] : parse_params(spec, rest)) {
+      if (key == "prefetch") params.prefetch_p = v;
+      else if (key == "prior") params.prior_weight = v;
+      else if (key == "halve") params.halve_at = v;
+      else throw Error("cache policy '" + spec + "': unknown parameter '" + key + "' (" + policy_help() + ")");
+    }
+    return std::make_unique<ForecastPolicy>(geometry, params, prior);
+  }
   FrequencyParams params;
   if (name == "cyclic") params.mode = FrequencyParams::Mode::Cyclic;
   else if (name == "lrfu") params.mode = FrequencyParams::Mode::Lrfu;
   else throw Error("unknown cache policy '" + name + "' (expected " + policy_help() + ")");
-  size_t pos = 0;
-  while (pos < rest.size()) {
-    size_t comma = rest.find(',', pos);
-    std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? rest.size() : comma + 1;
-    size_t eq = item.find('=');
-    require(eq != std::string::npos, "cache policy '" + spec + "': expected name=value, got '" + item + "'");
-    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    double v = parse_param(spec, key, value);
+  for (const auto& [key, v] : parse_params(spec, rest)) {
     if (key == "gamma") params.gamma = v;
     else if (key == "prior") params.prior_weight = v;
     else if (key == "prefetch") params.prefetch_p = v;

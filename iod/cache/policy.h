@@ -46,12 +46,12 @@ class CachePolicy {
 // the key, e.g. from the container's `usage` file. Empty = no prior.
 using KeyPrior = std::vector<float>;
 
-// "lru", "lrfu", "cyclic" (the default), each optionally followed by ":name=value,..." to set
+// "forecast" (the default, forecast_policy.h), "lru", "lrfu", "cyclic", each optionally followed by ":name=value,..." to set
 // tuning parameters (listed in policy_help()). `prior` seeds frequency policies (ignored by lru).
 std::unique_ptr<CachePolicy> make_policy(const std::string& spec, const CacheGeometry& geometry,
                                          const KeyPrior& prior = {});
 std::vector<std::string> policy_names();
 std::string policy_help();
-constexpr const char* kDefaultPolicy = "cyclic";
+constexpr const char* kDefaultPolicy = "forecast";
 
 }  // namespace waste::cache

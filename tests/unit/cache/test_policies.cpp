@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "iod/cache/expert_cache.h"
+#include "iod/cache/forecast_policy.h"
 #include "iod/cache/frequency_policy.h"
 #include "iod/cache/simulate.h"
 #include "shared/util/error.h"
@@ -36,14 +37,16 @@ TEST_CASE("LRU collapses on a cyclic pattern below one working set; it is exact 
 TEST_CASE("frequency policies keep the hot experts below one working set") {
   RoutingTrace t = hot_and_cold(200);
   CacheGeometry g = trace_geometry(t);
-  for (const char* spec : {"cyclic", "lrfu"}) {
+  for (std::string spec : {"forecast", "cyclic", "lrfu"}) {
     CAPTURE(spec);
     auto p = make_policy(spec, g);
     SimResult r = simulate_policy(t, g, 3, *p);
     // Half the accesses are the two hot experts; a policy that keeps both hits all but their
     // first use. 3 slots hold both hot experts plus the current cold one.
     CHECK_EQ(r.accesses, 800);
-    CHECK_GE(r.hits, 398 - 2);
+    // forecast first has to learn which history predicts a use (its class table starts empty):
+    // a few more early misses.
+    CHECK_GE(r.hits, 398 - (spec == "forecast" ? 5 : 2));
     CHECK_LE(r.hits, simulate_belady(t, g, 3, false).hits);
   }
 }
@@ -129,24 +132,114 @@ TEST_CASE("policy specs are parsed and bad ones rejected") {
   CHECK_THROWS_AS(make_policy("lru:gamma=0.5", g), waste::Error);
 }
 
-TEST_CASE("cyclic policy on the real Kimi-Linear trace") {
-  RoutingTrace t = read_routing_trace(waste::cache::testing::shared_trace("kimi-linear-300.jsonl"));
-  CacheGeometry g = trace_geometry(t, 256);
-  REQUIRE_EQ(g.working_set_slots(), 208);
-  auto run = [&](const char* spec, uint32_t slots) {
-    auto p = make_policy(spec, g);
-    return simulate_policy(t, g, slots, *p).hit_rate();
+TEST_CASE("forecast learns per-class use probabilities, computed by hand") {
+  // One layer, 4 experts, top-1: base rate 1/4, smoothing weight 2 (forecast_policy.cpp).
+  CacheGeometry g = CacheGeometry::dense(1, 4, 1);
+  ForecastPolicy p(g, ForecastParams{});
+  ExpertCache cache(g, 4, p);
+  auto visit = [&](uint32_t expert) {
+    uint32_t e[1] = {expert};
+    cache.begin_layer(0, e);
+    cache.unpin(cache.acquire({0, expert}).slot);
   };
-  double opt_half = simulate_belady(t, g, 104, true).hit_rate();
-  double opt_one = simulate_belady(t, g, 208, true).hit_rate();
-  double cyc_half = run(kDefaultPolicy, 104), cyc_one = run(kDefaultPolicy, 208);
-  MESSAGE("0.5 WS: cyclic " << cyc_half << " optimum " << opt_half << "; 1 WS: cyclic " << cyc_one << " optimum "
-                            << opt_one);
-  CHECK_EQ(run("lru", 104), 0.0);
-  // What this policy measurably reaches (see the report: a policy that only knows each key's
-  // history is bounded near 25% / 36% here, the optimum knows the future). The brief's target,
-  // 85% of the optimum at 1 WS, is not reached.
-  CHECK_GT(cyc_half, 0.22);
-  CHECK_GT(cyc_one, 0.60 * opt_one);
-  CHECK_GT(cyc_one, run("lru", 208) + 0.05);
+  CHECK(p.use_probability({0, 1}) == doctest::Approx(0.25));  // nothing learned: the base rate
+  visit(0);
+  // 4 samples of the empty history, 1 routed to: (1 + 2/4) / (4 + 2).
+  CHECK(p.use_probability({0, 1}) == doctest::Approx(0.25));
+  visit(0);
+  // Empty history: 7 samples, 1 routed to. Its parent (the same recent bits, any older count)
+  // has the same samples: (1 + 2 * 0.25) / (7 + 2) = 1/6; the class leans on the parent:
+  // (1 + 2 * 1/6) / (7 + 2). Expert 0 now has history "used, used", never sampled: the base rate.
+  CHECK(p.use_probability({0, 1}) == doctest::Approx((1 + 2 * (1.5 / 9)) / 9));
+  CHECK(p.use_probability({0, 0}) == doctest::Approx(0.25));
+  visit(0);
+  // "used, used" was sampled once, routed to: (1 + 0.5) / (1 + 2) for a key with that history...
+  // which no key has any more (expert 0 moved on to "used x3"); "used x3" is unsampled.
+  CHECK(p.use_probability({0, 0}) == doctest::Approx(0.25));
+  // Empty history: 10 samples, 1 routed to; parent (1 + 0.5) / 12.
+  CHECK(p.use_probability({0, 2}) == doctest::Approx((1 + 2 * (1.5 / 12)) / 12));
+}
+
+TEST_CASE("forecast: with equal estimates the record whose layer comes round last goes") {
+  // Three MoE layers, top-1. Token 0 routes expert 1 everywhere; 3 slots hold all of it.
+  CacheGeometry g = CacheGeometry::dense(3, 8, 1);
+  auto p = make_policy("forecast", g);
+  ExpertCache cache(g, 3, *p);
+  for (uint32_t l = 0; l < 3; ++l) {
+    uint32_t e[1] = {1};
+    cache.begin_layer(l, e);
+    cache.unpin(cache.acquire({l, 1}).slot);
+  }
+  // Token 1, layer 0 routes experts 1 and 2: (0, 1) hits and stays pinned; (0, 2) needs a
+  // slot. (1, 1) and (2, 1) have the same history; layer 2 comes round after layer 1.
+  uint32_t e[2] = {1, 2};
+  cache.begin_layer(0, e);
+  Acquired hit = cache.acquire({0, 1});
+  CHECK(hit.hit);
+  Acquired miss = cache.acquire({0, 2});
+  REQUIRE(miss.evicted);
+  CHECK_EQ(miss.victim, ExpertKey{2, 1});
+}
+
+TEST_CASE("forecast on a cyclic scan below one working set: LRU gets nothing, forecast the optimum") {
+  // One layer, top-1, 3 experts in a loop A B C A B C ... (60 accesses) and 2 slots: LRU
+  // always evicts the record needed next.
+  std::vector<std::vector<std::vector<int>>> tokens;
+  for (int t = 0; t < 60; ++t) tokens.push_back({{t % 3}});
+  RoutingTrace t = make_trace(tokens);
+  CacheGeometry g = trace_geometry(t);
+  auto lru = make_policy("lru", g);
+  CHECK_EQ(simulate_policy(t, g, 2, *lru).hits, 0);
+  // Belady, the missed record always cached: A, B miss; C evicts B (A is needed first), A hits;
+  // B evicts A, C hits; A evicts C, B hits; ... from the third access on, miss and hit
+  // alternate: 58 / 2 = 29 hits.
+  SimResult opt = simulate_belady(t, g, 2, false);
+  CHECK_EQ(opt.hits, 29);
+  auto forecast = make_policy("forecast", g);
+  SimResult r = simulate_policy(t, g, 2, *forecast);
+  CHECK_GE(r.hits, opt.hits - 3);  // it learns the loop within a few tokens
+  CHECK_LE(r.hits, opt.hits);
+}
+
+TEST_CASE("forecast is deterministic") {
+  RoutingTrace t = read_routing_trace(waste::cache::testing::shared_trace("olmoe-299.jsonl"));
+  CacheGeometry g = trace_geometry(t);
+  auto a = make_policy("forecast", g), b = make_policy("forecast", g);
+  SimResult ra = simulate_policy(t, g, 100, *a), rb = simulate_policy(t, g, 100, *b);
+  CHECK_EQ(ra.hits, rb.hits);
+  // The same policy object after reset (a new cache) replays identically.
+  CHECK_EQ(simulate_policy(t, g, 100, *a).hits, ra.hits);
+}
+
+TEST_CASE("default policy on the real traces") {
+  // The measured figures (docs/MEASUREMENTS.md): forecast reaches 0.63-0.86 of Belady's
+  // optimum on Kimi-Linear, 0.64-1.0 on OLMoE; the issue's bar (0.85 at every size) is not met
+  // below 8 working sets. These bounds hold the measured level with a small margin.
+  struct Case {
+    const char* file;
+    uint32_t ws_slots;
+    double min_half, min_ratio_one;
+  };
+  for (const Case& c : {Case{"kimi-linear-300.jsonl", 208, 0.235, 0.66}, Case{"olmoe-299.jsonl", 128, 0.255, 0.71}}) {
+    std::string file = c.file;
+    CAPTURE(file);
+    RoutingTrace t = read_routing_trace(waste::cache::testing::shared_trace(c.file));
+    CacheGeometry g = trace_geometry(t);
+    REQUIRE_EQ(g.working_set_slots(), c.ws_slots);
+    auto run = [&](const char* spec, uint32_t slots) {
+      auto p = make_policy(spec, g);
+      return simulate_policy(t, g, slots, *p).hit_rate();
+    };
+    uint32_t half = c.ws_slots / 2, one = c.ws_slots;
+    double opt_one = simulate_belady(t, g, one, true).hit_rate();
+    double def_half = run(kDefaultPolicy, half), def_one = run(kDefaultPolicy, one);
+    MESSAGE(c.file << ": 0.5 WS " << def_half << " (optimum " << simulate_belady(t, g, half, true).hit_rate()
+                   << "), 1 WS " << def_one << " (optimum " << opt_one << ")");
+    CHECK_EQ(run("lru", half), 0.0);
+    CHECK_GT(def_half, c.min_half);
+    CHECK_GT(def_one, c.min_ratio_one * opt_one);
+    // Better than the previous default and than LRU.
+    CHECK_GT(def_one, run("cyclic", one));
+    CHECK_GT(def_one, run("lru", one) + 0.05);
+  }
 }

@@ -1,0 +1,176 @@
+#include "iod/cache/forecast_policy.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "shared/util/error.h"
+
+namespace waste::cache {
+
+namespace {
+
+// Weight of the uninformed estimate in a class's probability: a class seen only a few times
+// is not trusted over the base rate yet.
+constexpr float kBaseWeight = 2.0f;
+
+uint32_t count_bucket(uint32_t n) {
+  // Routed-to count over the older visits: 0, 1, 2, 3-4, 5-7, 8-11, 12+.
+  if (n <= 2) return n;
+  if (n <= 4) return 3;
+  if (n <= 7) return 4;
+  if (n <= 11) return 5;
+  return 6;
+}
+
+}  // namespace
+
+ForecastPolicy::ForecastPolicy(const CacheGeometry& geometry, ForecastParams params, KeyPrior prior)
+    : geometry_(geometry), params_(params) {
+  require(params_.prefetch_p > 0 && params_.prefetch_p <= 1, "cache policy forecast: prefetch must be in (0, 1]");
+  require(params_.prior_weight >= 0, "cache policy forecast: prior must be >= 0");
+  require(params_.halve_at >= 16 && params_.halve_at <= 1e9, "cache policy forecast: halve must be in [16, 1e9]");
+  require(prior.empty() || prior.size() == geometry_.key_count(),
+          "cache policy forecast: prior has " + std::to_string(prior.size()) + " entries, geometry has " +
+              std::to_string(geometry_.key_count()) + " keys");
+  require(geometry_.experts_per_layer() > 0 && geometry_.moe_layer_count() > 0, "cache policy forecast: empty geometry");
+  base_p_ = std::clamp(double(geometry_.top_k()) / geometry_.experts_per_layer(), 1e-4, 1.0);
+  prefetch_far_ = float(geometry_.moe_layer_count() * (1.0 / params_.prefetch_p - 1.0));
+  prior_bucket_.assign(geometry_.key_count(), 0);
+  if (!prior.empty() && params_.prior_weight > 0) {
+    // Popularity relative to uniform routing: below 0.5x, 1x, 2x, 4x, and 4x or more.
+    for (size_t k = 0; k < prior.size(); ++k) {
+      double r = prior[k] * params_.prior_weight / base_p_;
+      prior_bucket_[k] = uint8_t(r < 0.5 ? 0 : r < 1 ? 1 : r < 2 ? 2 : r < 4 ? 3 : 4);
+    }
+  }
+  reset(0);
+}
+
+void ForecastPolicy::reset(uint32_t slots) {
+  const uint32_t keys = geometry_.key_count(), L = geometry_.moe_layer_count();
+  history_.assign(keys, 0);
+  class_.assign(keys, 0);
+  for (uint32_t k = 0; k < keys; ++k) class_[k] = uint16_t(class_of(k));
+  yes_.assign(kClasses, 0.0f);
+  seen_.assign(kClasses, 0.0f);
+  p_.assign(kClasses, float(base_p_));
+  const uint32_t parents = kClasses / kCountBuckets;
+  parent_yes_.assign(parents, 0.0f);
+  parent_seen_.assign(parents, 0.0f);
+  parent_p_.assign(parents, float(base_p_));
+  far_.assign(kClasses, 0.0f);
+  for (uint32_t c = 0; c < kClasses; ++c) set_far(c);
+  routed_.assign(geometry_.experts_per_layer(), 0);
+  slot_key_.assign(slots, kNoSlot);
+  slot_pos_.assign(slots, 0);
+  slot_guess_.assign(slots, 0);
+  guesses_ = 0;
+  // Before the first token the last position was "just visited": layer 0 comes round next.
+  distance_.assign(L, 0);
+  for (uint32_t q = 0; q < L; ++q) distance_[q] = q + 1;
+}
+
+uint32_t ForecastPolicy::class_of(uint32_t key) const {
+  uint32_t h = history_[key];
+  uint32_t recent = h & ((1u << kRecentBits) - 1);
+  uint32_t older = count_bucket(uint32_t(std::popcount(h >> kRecentBits)));
+  return (prior_bucket_[key] * kCountBuckets + older) * (1u << kRecentBits) + recent;
+}
+
+void ForecastPolicy::set_far(uint32_t c) {
+  p_[c] = (yes_[c] + kBaseWeight * parent_p_[parent_of(c)]) / (seen_[c] + kBaseWeight);
+  far_[c] = float(geometry_.moe_layer_count()) * (1.0f / std::max(p_[c], 1e-6f) - 1.0f);
+}
+
+void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts) {
+  const uint32_t pos = geometry_.position(layer), E = geometry_.experts_per_layer(), L = geometry_.moe_layer_count();
+  for (uint32_t e : experts)
+    if (e < E) routed_[e] = 1;
+  // One sample per key of the layer: its class before this visit, and whether it was routed to.
+  const uint32_t first = pos * E;
+  for (uint32_t e = 0; e < E; ++e) {
+    const uint32_t k = first + e, c = class_[k], pc = parent_of(c);
+    const float used = float(routed_[e]);
+    parent_yes_[pc] += used;
+    parent_seen_[pc] += 1.0f;
+    if (parent_seen_[pc] >= float(params_.halve_at)) {
+      parent_yes_[pc] *= 0.5f;
+      parent_seen_[pc] *= 0.5f;
+    }
+    parent_p_[pc] = (parent_yes_[pc] + kBaseWeight * float(base_p_)) / (parent_seen_[pc] + kBaseWeight);
+    yes_[c] += used;
+    seen_[c] += 1.0f;
+    if (seen_[c] >= float(params_.halve_at)) {
+      yes_[c] *= 0.5f;
+      seen_[c] *= 0.5f;
+    }
+    set_far(c);
+    history_[k] = (history_[k] << 1) | routed_[e];
+    class_[k] = uint16_t(class_of(k));
+  }
+  for (uint32_t e : experts)
+    if (e < E) routed_[e] = 0;
+  // Classes not sampled at this visit follow their parents' new estimates once per token.
+  if (pos == 0)
+    for (uint32_t c = 0; c < kClasses; ++c) set_far(c);
+  for (uint32_t q = 0; q < L; ++q) distance_[q] = q > pos ? q - pos : q + L - pos;
+  // A prefetch guess holds until its layer's visit, which is now (a pre-warmed record stays a
+  // guess until a demand hits it).
+  if (guesses_ > 0) {
+    for (uint32_t s = 0; s < slot_key_.size(); ++s)
+      if (slot_guess_[s] == 1 && slot_pos_[s] == pos) {
+        slot_guess_[s] = 0;
+        --guesses_;
+      }
+  }
+}
+
+void ForecastPolicy::on_hit(uint32_t slot, ExpertKey key) {
+  slot_key_.at(slot) = geometry_.key_index(key);
+  slot_pos_[slot] = geometry_.position(key.layer);
+  if (slot_guess_[slot] == 1) --guesses_;
+  slot_guess_[slot] = 0;
+}
+
+void ForecastPolicy::on_insert(uint32_t slot, ExpertKey key, InsertKind kind) {
+  on_hit(slot, key);
+  if (kind != InsertKind::Demand) {
+    slot_guess_[slot] = kind == InsertKind::Prefetch ? 1 : 2;
+    if (kind == InsertKind::Prefetch) ++guesses_;
+  }
+  // Demand: the history learns of the use at the layer's visit (on_fetch). Prewarm: only the
+  // class (prior bucket, empty history) speaks for the record.
+}
+
+void ForecastPolicy::on_evict(uint32_t slot, ExpertKey) {
+  slot_key_.at(slot) = kNoSlot;
+  if (slot_guess_[slot] == 1) --guesses_;
+  slot_guess_[slot] = 0;
+}
+
+double ForecastPolicy::use_probability(ExpertKey key) const { return p_[class_[geometry_.key_index(key)]]; }
+
+uint32_t ForecastPolicy::choose_victim(const EvictableFn& evictable) {
+  uint32_t best = kNoSlot;
+  float best_score = 0;
+  for (uint32_t s = 0; s < slot_key_.size(); ++s) {
+    const uint32_t k = slot_key_[s];
+    if (k == kNoSlot) continue;
+    float far = far_[class_[k]];
+    // A prefetch is expected to be used at its layer's visit (prefetch_p); a pre-warmed record
+    // that no visit has used yet is a guess: one token further away than its class says, so it
+    // goes before a demanded record with the same estimate.
+    if (slot_guess_[s] == 1) far = std::min(far, prefetch_far_);
+    else if (slot_guess_[s] == 2) far += float(distance_.size());
+    // Expected visits until the next use; ties go to the lower slot (deterministic), and
+    // evictable() is only asked about a candidate that would win.
+    float score = float(distance_[slot_pos_[s]]) + far;
+    if ((best == kNoSlot || score > best_score) && evictable(s)) {
+      best = s;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+}  // namespace waste::cache

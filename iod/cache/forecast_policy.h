@@ -1,0 +1,87 @@
+// "forecast" (the default): an online approximation of Belady's rule for the cyclic decode
+// pattern.
+//
+// Belady evicts the record whose next use is furthest away. Decode visits the MoE layers in a
+// fixed cycle, so a record of layer l can next be used when l next comes round, d visits from
+// now (1..L), or a whole number of tokens later. What is unknown is whether that visit routes
+// to it. The policy learns this online, with no constant fitted to a model:
+//
+//   * every key keeps a bit history of its layer's visits (1 = routed to at that visit);
+//   * the history (its last kRecentBits visits exactly, a bucket of the count over the older
+//     ones) and, when a usage file is loaded, the key's popularity bucket form a class;
+//   * at every visit of a layer, each key of that layer is one sample of its class: was it
+//     routed to at this visit? The per-class frequency is the probability p that the key's
+//     next visit uses it. Learned from this run's past only; counts halve from time to time so
+//     it follows a drifting workload.
+//
+// Eviction: the evictable key whose next use is expected furthest away, d + L * (1/p - 1)
+// visits (d, then a geometric number of further tokens), goes first. Among keys with equal p,
+// the one whose layer comes round last goes, as the cycle dictates; a demand-missed key with a
+// low p is the first to go once its layer is done (Belady's "bypass", after the record has
+// served the layer that needed it).
+//
+// Cost: O(experts per layer) table updates per layer visit and a scan of the slots per miss
+// (two loads and an add per slot); docs/MEASUREMENTS.md has ns/access.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "iod/cache/policy.h"
+
+namespace waste::cache {
+
+struct ForecastParams {
+  double prefetch_p = 0.5;  // use probability assumed for a prefetched record until its layer's visit
+  double prior_weight = 1;  // scales the usage-file popularity before bucketing; 0 ignores the prior
+  double halve_at = 4096;   // a class's counts halve when its sample count reaches this
+};
+
+class ForecastPolicy final : public CachePolicy {
+ public:
+  ForecastPolicy(const CacheGeometry& geometry, ForecastParams params, KeyPrior prior = {});
+  std::string name() const override { return "forecast"; }
+  void reset(uint32_t slots) override;
+  void on_fetch(uint32_t layer, std::span<const uint32_t> experts) override;
+  void on_hit(uint32_t slot, ExpertKey key) override;
+  void on_insert(uint32_t slot, ExpertKey key, InsertKind kind) override;
+  void on_evict(uint32_t slot, ExpertKey key) override;
+  uint32_t choose_victim(const EvictableFn& evictable) override;
+
+  // The learned probability that the next visit of the key's layer routes to it.
+  double use_probability(ExpertKey key) const;
+
+  static constexpr uint32_t kRecentBits = 3;    // most recent visits kept exactly in the class
+  static constexpr uint32_t kCountBuckets = 7;  // buckets of the count over the 29 older visits
+  static constexpr uint32_t kPriorBuckets = 5;  // usage-file popularity buckets (all 0 without)
+  static constexpr uint32_t kClasses = (1u << kRecentBits) * kCountBuckets * kPriorBuckets;
+
+ private:
+  uint32_t class_of(uint32_t key) const;
+  void set_far(uint32_t cls);
+
+  CacheGeometry geometry_;
+  ForecastParams params_;
+  double base_p_ = 0;                // top_k / experts: the uninformed probability
+  float prefetch_far_ = 0;           // far term of a prefetch guess
+  std::vector<uint8_t> prior_bucket_;  // per key
+  std::vector<uint32_t> history_;      // per key: bit i = routed to at its layer's (i+1)-th last visit
+  std::vector<uint16_t> class_;        // per key: class_of(history), kept in step with it
+  std::vector<float> yes_, seen_;      // per class: samples routed to, all samples
+  std::vector<float> p_;               // per class: (yes + w * parent p) / (seen + w)
+  // The parent of a class: the same recent bits and prior bucket, any older count. A class
+  // seen rarely (a key's count bucket grows during warm-up) leans on its parent's estimate.
+  std::vector<float> parent_yes_, parent_seen_, parent_p_;
+  static uint32_t parent_of(uint32_t cls) {
+    return (cls / ((1u << kRecentBits) * kCountBuckets)) * (1u << kRecentBits) + cls % (1u << kRecentBits);
+  }
+  std::vector<float> far_;             // per class: L * (1/p - 1), the expected further visits
+  std::vector<uint8_t> routed_;        // scratch: the experts of the layer being visited
+  std::vector<uint32_t> slot_key_;     // per slot: key index or kNoSlot
+  std::vector<uint32_t> slot_pos_;     // per slot: cycle position of the key's layer
+  std::vector<uint8_t> slot_guess_;    // per slot: 1 = prefetched, its layer not visited since;
+                                       // 2 = pre-warmed, not hit since
+  uint32_t guesses_ = 0;               // slots with slot_guess_ == 1
+  std::vector<uint32_t> distance_;     // per cycle position: visits until it next comes round
+};
+
+}  // namespace waste::cache
