@@ -53,6 +53,11 @@ void ForecastPolicy::reset(uint32_t slots) {
   for (uint32_t k = 0; k < keys; ++k) class_[k] = uint16_t(class_of(k));
   yes_.assign(kClasses, 0.0f);
   seen_.assign(kClasses, 0.0f);
+  visit_yes_.assign(kClasses, 0.0f);
+  visit_seen_.assign(kClasses, 0.0f);
+  touched_.assign(kClasses, 0);
+  touched_list_.clear();
+  touched_list_.reserve(kClasses);
   p_.assign(kClasses, float(base_p_));
   const uint32_t parents = kClasses / kCountBuckets;
   parent_yes_.assign(parents, 0.0f);
@@ -87,27 +92,44 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
   for (uint32_t e : experts)
     if (e < E) routed_[e] = 1;
   // One sample per key of the layer: its class before this visit, and whether it was routed to.
+  // Most keys share a few classes: the samples are summed per class first, then each touched
+  // class (and its parent) is updated once.
   const uint32_t first = pos * E;
   for (uint32_t e = 0; e < E; ++e) {
-    const uint32_t k = first + e, c = class_[k], pc = parent_of(c);
-    const float used = float(routed_[e]);
-    parent_yes_[pc] += used;
-    parent_seen_[pc] += 1.0f;
-    if (parent_seen_[pc] >= float(params_.halve_at)) {
+    const uint32_t k = first + e, c = class_[k];
+    if (!touched_[c]) {
+      touched_[c] = 1;
+      touched_list_.push_back(c);
+    }
+    visit_yes_[c] += float(routed_[e]);
+    visit_seen_[c] += 1.0f;
+    history_[k] = (history_[k] << 1) | routed_[e];
+    class_[k] = uint16_t(class_of(k));
+  }
+  const float halve_at = float(params_.halve_at);
+  for (uint32_t c : touched_list_) {
+    const uint32_t pc = parent_of(c);
+    yes_[c] += visit_yes_[c];
+    seen_[c] += visit_seen_[c];
+    parent_yes_[pc] += visit_yes_[c];
+    parent_seen_[pc] += visit_seen_[c];
+    visit_yes_[c] = visit_seen_[c] = 0.0f;
+    touched_[c] = 0;
+    if (seen_[c] >= halve_at) {
+      yes_[c] *= 0.5f;
+      seen_[c] *= 0.5f;
+    }
+  }
+  for (uint32_t c : touched_list_) {
+    const uint32_t pc = parent_of(c);
+    if (parent_seen_[pc] >= halve_at) {
       parent_yes_[pc] *= 0.5f;
       parent_seen_[pc] *= 0.5f;
     }
     parent_p_[pc] = (parent_yes_[pc] + kBaseWeight * float(base_p_)) / (parent_seen_[pc] + kBaseWeight);
-    yes_[c] += used;
-    seen_[c] += 1.0f;
-    if (seen_[c] >= float(params_.halve_at)) {
-      yes_[c] *= 0.5f;
-      seen_[c] *= 0.5f;
-    }
-    set_far(c);
-    history_[k] = (history_[k] << 1) | routed_[e];
-    class_[k] = uint16_t(class_of(k));
   }
+  for (uint32_t c : touched_list_) set_far(c);
+  touched_list_.clear();
   for (uint32_t e : experts)
     if (e < E) routed_[e] = 0;
   // Classes not sampled at this visit follow their parents' new estimates once per token.

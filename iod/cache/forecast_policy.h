@@ -67,6 +67,9 @@ class ForecastPolicy final : public CachePolicy {
   std::vector<uint32_t> history_;      // per key: bit i = routed to at its layer's (i+1)-th last visit
   std::vector<uint16_t> class_;        // per key: class_of(history), kept in step with it
   std::vector<float> yes_, seen_;      // per class: samples routed to, all samples
+  std::vector<float> visit_yes_, visit_seen_;  // per class: samples of the current visit
+  std::vector<uint8_t> touched_;       // per class: sampled during the current visit
+  std::vector<uint32_t> touched_list_;  // the classes with touched_ set
   std::vector<float> p_;               // per class: (yes + w * parent p) / (seen + w)
   // The parent of a class: the same recent bits and prior bucket, any older count. A class
   // seen rarely (a key's count bucket grows during warm-up) leans on its parent's estimate.

@@ -49,7 +49,8 @@ SimResult simulate_policy(const RoutingTrace& trace, const CacheGeometry& geomet
   return r;
 }
 
-SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geometry, uint32_t slots, bool bypass) {
+SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geometry, uint32_t slots, bool bypass,
+                          std::span<const ExpertKey> initial) {
   require(slots >= trace.top_k, "simulate: " + std::to_string(slots) + " slots cannot hold one layer's experts");
   const size_t n = trace.experts.size();
   const uint32_t k = trace.top_k;
@@ -60,17 +61,23 @@ SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geomet
   }
   constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
   std::vector<uint64_t> next_use(n);
-  {
-    std::vector<uint64_t> seen(geometry.key_count(), kNever);
-    for (size_t i = n; i-- > 0;) {
-      next_use[i] = seen[key[i]];
-      seen[key[i]] = i;
-    }
+  std::vector<uint64_t> first_use(geometry.key_count(), kNever);
+  for (size_t i = n; i-- > 0;) {
+    next_use[i] = first_use[key[i]];
+    first_use[key[i]] = i;
   }
-  // Cached keys ordered by next use (ties impossible: one access per index).
+  // Cached keys ordered by next use (ties only among keys never used: the key breaks them).
   std::set<std::pair<uint64_t, uint32_t>> by_next;
   std::vector<uint64_t> cached_next(geometry.key_count(), 0);
   std::vector<bool> cached(geometry.key_count(), false);
+  for (const ExpertKey& ik : initial) {
+    if (by_next.size() >= slots) break;
+    uint32_t kk = geometry.key_index(ik);
+    if (cached[kk]) continue;
+    cached[kk] = true;
+    cached_next[kk] = first_use[kk];
+    by_next.insert({first_use[kk], kk});
+  }
   SimResult r;
   for (size_t i = 0; i < n; ++i) {
     uint32_t kk = key[i];
@@ -120,7 +127,8 @@ std::vector<SweepRow> sweep(const RoutingTrace& trace, const std::string& policy
     row.slots = uint32_t(std::max<double>(trace.top_k, std::llround(ws * g.working_set_slots())));
     auto policy = make_policy(policy_spec, g, prior);
     row.hit_rate = simulate_policy(trace, g, row.slots, *policy, prewarm).hit_rate();
-    row.optimal_hit_rate = simulate_belady(trace, g, row.slots, true).hit_rate();
+    row.optimal_hit_rate = simulate_belady(trace, g, row.slots, true, prewarm).hit_rate();
+    row.optimal_no_bypass_hit_rate = simulate_belady(trace, g, row.slots, false, prewarm).hit_rate();
     rows.push_back(row);
   }
   return rows;

@@ -30,14 +30,18 @@ SimResult simulate_policy(const RoutingTrace& trace, const CacheGeometry& geomet
 // Belady: on a miss with the cache full, evict the record whose next use is furthest (never
 // used again first). With bypass, a missed record whose own next use is furthest is not kept
 // (the classic optimum with the option not to cache); without bypass the current layer's
-// records are pinned and the missed record always takes a slot, like the policies.
-SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geometry, uint32_t slots, bool bypass = true);
+// records are pinned and the missed record always takes a slot, like the policies. `initial`
+// keys start cached (in order, until full), so a pre-warmed policy is compared with an optimum
+// that starts from the same content.
+SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geometry, uint32_t slots, bool bypass = true,
+                          std::span<const ExpertKey> initial = {});
 
 // The sweep `waste iobench --simulate` prints: slots = round(working_sets x working-set slots).
 struct SweepRow {
   double working_sets = 0;
   uint32_t slots = 0;
   double hit_rate = 0, optimal_hit_rate = 0;
+  double optimal_no_bypass_hit_rate = 0;  // the optimum when every missed record takes a slot
 };
 std::vector<SweepRow> sweep(const RoutingTrace& trace, const std::string& policy_spec,
                             std::span<const double> working_sets, const KeyPrior& prior = {},
