@@ -3,7 +3,9 @@
 #include <cmath>
 #include <vector>
 
+#include "compute/model/attention_kernels.h"
 #include "compute/model/ops.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste {
 
@@ -19,11 +21,13 @@ KdaState make_kda_state(const ModelConfig& c) {
 
 namespace {
 
-// Causal depthwise conv over the window (previous kernel-1 inputs, then this one) and SiLU;
-// then the window slides by one. Zero-initialised windows equal the zero padding of prefill.
-void short_conv_silu(std::span<const float> weight, int kernel, std::vector<float>& window, float* x, int64_t P) {
+// Causal depthwise conv over the window (previous kernel-1 inputs, then this one) and SiLU,
+// for channels [ch0, ch1); then the window slides by one. Zero-initialised windows equal the
+// zero padding of prefill.
+void short_conv_silu(std::span<const float> weight, int kernel, std::vector<float>& window, float* x, int64_t ch0,
+                     int64_t ch1) {
   const int past = kernel - 1;
-  for (int64_t ch = 0; ch < P; ++ch) {
+  for (int64_t ch = ch0; ch < ch1; ++ch) {
     const float* wc = &weight[size_t(ch) * kernel];
     float* win = &window[size_t(ch) * past];
     float acc = wc[past] * x[ch];
@@ -34,6 +38,23 @@ void short_conv_silu(std::span<const float> weight, int kernel, std::vector<floa
   }
 }
 
+// Below this much state work (heads x K x K x tokens) a hand-off to the pool costs more than
+// the heads take on one thread (tiny test models).
+constexpr int64_t kParallelMinWork = int64_t(1) << 16;
+
+// Runs body(h) for every head, on the global pool when there is enough work. Heads are
+// independent (own channels, state and output), so the split never changes a result.
+template <class F>
+void for_each_head(ThreadPool* pool, int H, int64_t work, F&& body) {
+  if (!pool || pool->size() < 2 || H < 2 || work < kParallelMinWork) {
+    for (int h = 0; h < H; ++h) body(h);
+    return;
+  }
+  pool->parallel_for(size_t(H), 1, [&](size_t b, size_t e) {
+    for (size_t h = b; h < e; ++h) body(int(h));
+  });
+}
+
 }  // namespace
 
 float kda_log_decay(const ModelConfig& c, float A, float z) {
@@ -41,34 +62,23 @@ float kda_log_decay(const ModelConfig& c, float A, float z) {
 }
 
 void kda_head_recurrent(int K, int64_t n, const KdaHeadInputs& in, float* S, float* o) {
-  std::vector<float> decay(static_cast<size_t>(K)), u(static_cast<size_t>(K));
+  const SimdLevel level = simd_level();
+  std::vector<float> alpha(static_cast<size_t>(K));
   for (int64_t t = 0; t < n; ++t) {
-    const float* qh = in.q + t * in.stride;
-    const float* kh = in.k + t * in.stride;
-    const float* vh = in.v + t * in.stride;
     const float* ah = in.log_decay + t * in.stride;
-    const float beta = in.beta[t * in.beta_stride];
-    for (int d = 0; d < K; ++d) decay[size_t(d)] = std::exp(ah[d]);
-
-    // S <- Diag(alpha) S ; u = v - S^T k ; S <- S + beta k u^T ; o = S^T q.
-    for (int d = 0; d < K; ++d)
-      for (int e = 0; e < K; ++e) S[d * K + e] *= decay[size_t(d)];
-    for (int e = 0; e < K; ++e) u[size_t(e)] = vh[e];
-    for (int d = 0; d < K; ++d)
-      for (int e = 0; e < K; ++e) u[size_t(e)] -= S[d * K + e] * kh[d];
-    for (int d = 0; d < K; ++d) {
-      const float bk = beta * kh[d];
-      for (int e = 0; e < K; ++e) S[d * K + e] += bk * u[size_t(e)];
-    }
-    float* oh = o + t * in.stride;
-    for (int e = 0; e < K; ++e) oh[e] = 0.0f;
-    for (int d = 0; d < K; ++d)
-      for (int e = 0; e < K; ++e) oh[e] += S[d * K + e] * qh[d];
+    for (int d = 0; d < K; ++d) alpha[size_t(d)] = std::exp(ah[d]);
+    kda_step(level, K, in.q + t * in.stride, in.k + t * in.stride, in.v + t * in.stride, alpha.data(),
+             in.beta[t * in.beta_stride], S, o + t * in.stride);
   }
 }
 
 void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y,
                  int chunk) {
+  kda_forward(c, w, s, x, n, y, chunk, &ThreadPool::global());
+}
+
+void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y, int chunk,
+                 ThreadPool* pool) {
   const int H = c.kda_heads, K = c.kda_head_dim;
   const int64_t P = int64_t(H) * K;
   const int rank_f = int(w.f_a.rows);
@@ -92,53 +102,53 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const f
   }
   matmul(w.b_proj, x, n, b.data());
 
-  // Per token: conv (sequential through the windows), normalised q and k, log decay (into f)
-  // and beta (into b). Everything the delta rule needs is then ready for all n tokens.
+  // Everything after the projections is per head: the conv, norms and gates of its channels
+  // (sequential through the tokens, for the conv windows), the delta rule on its state, and
+  // the gated RMSNorm of its output. So heads go to the pool whole.
   const float q_scale = 1.0f / std::sqrt(float(K));
-  for (int64_t t = 0; t < n; ++t) {
-    float* qt = &q[size_t(t * P)];
-    float* kt = &k[size_t(t * P)];
-    short_conv_silu(w.q_conv, c.conv_kernel, s.conv_q, qt, P);
-    short_conv_silu(w.k_conv, c.conv_kernel, s.conv_k, kt, P);
-    short_conv_silu(w.v_conv, c.conv_kernel, s.conv_v, &v[size_t(t * P)], P);
-    for (int h = 0; h < H; ++h) {
-      float* qh = qt + h * K;
-      float* kh = kt + h * K;
+  std::vector<float> o(size_t(n * P));
+  for_each_head(pool, H, int64_t(H) * K * K * n, [&](int h) {
+    const int64_t c0 = int64_t(h) * K, c1 = c0 + K;
+    const float A = std::exp(w.A_log[size_t(h)]);
+    for (int64_t t = 0; t < n; ++t) {
+      float* qt = &q[size_t(t * P)];
+      float* kt = &k[size_t(t * P)];
+      short_conv_silu(w.q_conv, c.conv_kernel, s.conv_q, qt, c0, c1);
+      short_conv_silu(w.k_conv, c.conv_kernel, s.conv_k, kt, c0, c1);
+      short_conv_silu(w.v_conv, c.conv_kernel, s.conv_v, &v[size_t(t * P)], c0, c1);
+      float* qh = qt + c0;
+      float* kh = kt + c0;
       l2_normalize(qh, K);
       l2_normalize(kh, K);
       for (int d = 0; d < K; ++d) qh[d] *= q_scale;
-      const float A = std::exp(w.A_log[size_t(h)]);
-      float* fh = &f[size_t(t * P + h * K)];
-      for (int d = 0; d < K; ++d) fh[d] = kda_log_decay(c, A, fh[d] + w.dt_bias[size_t(h * K + d)]);
+      float* fh = &f[size_t(t * P + c0)];
+      for (int d = 0; d < K; ++d) fh[d] = kda_log_decay(c, A, fh[d] + w.dt_bias[size_t(c0 + d)]);
       b[size_t(t) * H + h] = sigmoid(b[size_t(t) * H + h]);
     }
-  }
 
-  std::vector<float> o(size_t(n * P));
-  for (int h = 0; h < H; ++h) {
     KdaHeadInputs in;
-    in.q = &q[size_t(h * K)];
-    in.k = &k[size_t(h * K)];
-    in.v = &v[size_t(h * K)];
-    in.log_decay = &f[size_t(h * K)];
+    in.q = &q[size_t(c0)];
+    in.k = &k[size_t(c0)];
+    in.v = &v[size_t(c0)];
+    in.log_decay = &f[size_t(c0)];
     in.stride = P;
     in.beta = &b[size_t(h)];
     in.beta_stride = H;
     float* S = &s.state[size_t(h) * K * K];
     if (n > 1 && chunk > 1)
-      kda_head_chunked(K, n, in, chunk, S, &o[size_t(h * K)]);
+      kda_head_chunked(K, n, in, chunk, S, &o[size_t(c0)]);
     else
-      kda_head_recurrent(K, n, in, S, &o[size_t(h * K)]);
-  }
+      kda_head_recurrent(K, n, in, S, &o[size_t(c0)]);
 
-  // Gated RMSNorm per token and head: norm(o) * o_norm * sigmoid(g).
-  for (int64_t t = 0; t < n; ++t)
-    for (int h = 0; h < H; ++h) {
-      float* oh = &o[size_t(t * P + h * K)];
-      const float* gh = &g[size_t(t * P + h * K)];
+    // Gated RMSNorm per token: norm(o) * o_norm * sigmoid(g).
+    for (int64_t t = 0; t < n; ++t) {
+      float* oh = &o[size_t(t * P + c0)];
+      const float* gh = &g[size_t(t * P + c0)];
       rmsnorm(oh, w.o_norm.data(), K, c.rms_eps, oh);
       for (int e = 0; e < K; ++e) oh[e] *= sigmoid(gh[e]);
     }
+  });
+
   matmul(w.o_proj, o.data(), n, y);
 }
 

@@ -12,6 +12,8 @@
 
 namespace waste {
 
+class ThreadPool;
+
 struct KdaWeights {
   MatrixView q_proj, k_proj, v_proj;                     // [P, D], P = heads * head_dim
   std::span<const float> q_conv, k_conv, v_conv;         // [P, kernel] depthwise causal conv
@@ -39,8 +41,13 @@ KdaState make_kda_state(const ModelConfig& c);
 // x: n normalised hidden rows [n, D], consumed in order; updates `s`; y gets [n, D].
 // Several tokens go through the chunked form with chunks of `chunk` tokens; one token, or
 // chunk <= 1, through the recurrence.
+// Heads are spread over the global thread pool (not from inside a parallel_for body).
 void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y,
                  int chunk = kKdaPrefillChunk);
+// The same with the heads on `pool` (nullptr: the calling thread alone; tests, benchmarks).
+// The result does not depend on the pool: each head is computed whole by one thread.
+void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y, int chunk,
+                 ThreadPool* pool);
 
 // Log of the per-channel decay, a = log(alpha) <= 0, from A = exp(A_log[h]) and
 // z = f + dt_bias: Kimi-Linear -exp(A_log) softplus(z); K3 lb * sigmoid(A z) (lb = -5).

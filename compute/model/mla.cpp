@@ -1,15 +1,35 @@
 #include "compute/model/mla.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
+#include "compute/model/attention_kernels.h"
 #include "compute/model/ops.h"
+#include "shared/kernels/matvec_paths.h"
+#include "shared/util/thread_pool.h"
 #include "shared/util/error.h"
 
 namespace waste {
 
+namespace {
+
+// Below this much attention work (heads x tokens x (context + latent) x row width) a hand-off
+// to the pool costs more than it saves (tiny test models, the first tokens).
+constexpr int64_t kParallelMinWork = int64_t(1) << 18;
+// At most this many heads share one pass over the cache: their queries, scores' rows and
+// latent sums stay in L1/L2 while a cache row is used for all of them.
+constexpr int kMaxHeadGroup = 16;
+
+}  // namespace
+
 void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
                  int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y) {
+  mla_forward(c, w, rope, softmax_scale, cache, max_ctx, pos0, x, n, y, &ThreadPool::global());
+}
+
+void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
+                 int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y, ThreadPool* pool) {
   const int H = c.n_heads, dn = c.qk_nope, dr = c.qk_rope, dv = c.v_head, r = c.kv_lora_rank;
   const int qk = dn + dr, width = r + dr;
   require(pos0 + n <= max_ctx, "MLA cache: context of " + std::to_string(max_ctx) + " tokens exceeded");
@@ -41,47 +61,64 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, fl
       for (int h = 0; h < H; ++h) rope.apply(&q[(size_t(t) * H + h) * qk + dn], pos0 + t);
   }
 
+  // Heads are independent from here on: each loop below hands heads (or groups of heads) to
+  // the pool, every one writing only its own rows, so the split never changes a result. The
+  // per-head kernels run without a pool of their own (parallel_for is not reentrant).
+  const int64_t context = pos0 + n;
+  const bool threaded = pool && pool->size() > 1 && H > 1 && int64_t(H) * n * (context + r) * width >= kParallelMinWork;
+  auto for_items = [&](size_t items, const std::function<void(size_t)>& body) {
+    if (!threaded) {
+      for (size_t i = 0; i < items; ++i) body(i);
+      return;
+    }
+    pool->parallel_for(items, 1, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) body(i);
+    });
+  };
+
   // Absorbed queries Q_h = [W_UK[h]^T q_h^N ; q_h^R], so a score is one dot product with a
   // cache row: q^N . (W_UK c) = (W_UK^T q^N) . c.
   std::vector<float> qabs(size_t(n) * H * width, 0.0f);
-  for (int h = 0; h < H; ++h) {
+  for_items(size_t(H), [&](size_t hh) {
+    const int h = int(hh);
     matvec_transposed_accumulate(w.kv_b, int64_t(h) * (dn + dv), dn, &q[size_t(h) * qk], int64_t(H) * qk, n,
                                  &qabs[size_t(h) * width], int64_t(H) * width);
     for (int64_t t = 0; t < n; ++t)
       std::copy_n(&q[(size_t(t) * H + h) * qk + dn], dr, &qabs[(size_t(t) * H + h) * width + r]);
-  }
+  });
 
   // Causal attention over the cache; the value of token s is its latent c(s), so the
-  // head output before W_UV is the probability-weighted latent sum.
+  // head output before W_UV is the probability-weighted latent sum. Work items are (token,
+  // group of heads): a group reads each cache row once for all its heads, and as many groups
+  // as threads per token keep the cache reads few.
+  const int threads = threaded ? int(pool->size()) : 1;
+  const int group = std::min(kMaxHeadGroup, (H + threads - 1) / threads);
+  const int groups = (H + group - 1) / group;
+  const SimdLevel level = simd_level();
   std::vector<float> latent_out(size_t(n) * H * r, 0.0f);
-  std::vector<float> p;
-  for (int64_t t = 0; t < n; ++t) {
+  for_items(size_t(n) * groups, [&](size_t item) {
+    const int64_t t = int64_t(item) / groups;
+    const int h0 = int(item % size_t(groups)) * group, G = std::min(group, H - h0);
     const int64_t len = pos0 + t + 1;
-    p.resize(size_t(len));
-    for (int h = 0; h < H; ++h) {
-      const float* qh = &qabs[(size_t(t) * H + h) * width];
-      for (int64_t s = 0; s < len; ++s) {
-        const float* kr = &cache.rows[size_t(s) * width];
-        double dot = 0;
-        for (int i = 0; i < width; ++i) dot += double(qh[i]) * kr[i];
-        p[size_t(s)] = float(dot) * softmax_scale;
-      }
-      softmax(p.data(), int(len));
-      float* o = &latent_out[(size_t(t) * H + h) * r];
-      for (int64_t s = 0; s < len; ++s) {
-        const float* cs = &cache.rows[size_t(s) * width];
-        for (int i = 0; i < r; ++i) o[i] += p[size_t(s)] * cs[i];
-      }
-    }
-  }
+    std::vector<float> p(size_t(G) * len);
+    mla_scores(level, G, &qabs[(size_t(t) * H + h0) * width], width, cache.rows.data(), len, width, softmax_scale,
+               p.data(), len);
+    for (int g = 0; g < G; ++g) softmax(&p[size_t(g) * len], int(len));
+    mla_weighted_sum(level, G, p.data(), len, cache.rows.data(), len, width, r, &latent_out[(size_t(t) * H + h0) * r],
+                     r);
+  });
 
-  // o_h = W_UV[h] (latent sum), one matmul per head over all n tokens.
-  std::vector<float> attn(size_t(n) * H * dv), lat(size_t(n) * r), oh(size_t(n) * dv);
-  for (int h = 0; h < H; ++h) {
+  // o_h = W_UV[h] (latent sum), one matmul per head over all n tokens (without a pool: the
+  // heads are the parallel loop; same per-row sums as matmul on any pool).
+  std::vector<float> attn(size_t(n) * H * dv);
+  const KernelPath path = best_kernel_path();
+  for_items(size_t(H), [&](size_t hh) {
+    const int h = int(hh);
+    std::vector<float> lat(size_t(n) * r), oh(size_t(n) * dv);
     for (int64_t t = 0; t < n; ++t) std::copy_n(&latent_out[(size_t(t) * H + h) * r], r, &lat[size_t(t) * r]);
-    matmul(row_slice(w.kv_b, int64_t(h) * (dn + dv) + dn, dv), lat.data(), n, oh.data());
+    matmul_path(path, row_slice(w.kv_b, int64_t(h) * (dn + dv) + dn, dv), lat.data(), n, oh.data(), nullptr);
     for (int64_t t = 0; t < n; ++t) std::copy_n(&oh[size_t(t) * dv], dv, &attn[(size_t(t) * H + h) * dv]);
-  }
+  });
 
   // K3 gates each head output with sigmoid(g_proj x) before W_o (MODELS.md A.4).
   if (w.g_proj.rows > 0) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "shared/kernels/vector_ops.h"
 #include "shared/util/error.h"
 
 namespace waste {
@@ -41,15 +42,11 @@ void softmax(float* x, int n) {
 
 void gated_activation(const ModelConfig& c, const float* gate, const float* up, int64_t n, float* out) {
   if (c.activation == Activation::SiLU) {
-    for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+    for (int64_t i = 0; i < n; ++i) out[i] = gated_silu(gate[i], up[i]);
     return;
   }
-  // SiTU: both halves soft-capped by tanh so activations stay bounded (K3, MODELS.md A.5).
   const float b = c.situ_beta, bl = c.situ_linear_beta;
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = (b * std::tanh(g / b) * sigmoid(g)) * (bl * std::tanh(up[i] / bl));
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = gated_situ(gate[i], up[i], b, bl);
 }
 
 MatrixView row_slice(const MatrixView& w, int64_t row0, int64_t n) {
@@ -81,8 +78,7 @@ void matvec_transposed_accumulate(const MatrixView& w, int64_t row0, int64_t n, 
     dequantize_row(w, row0 + r, row.data());
     for (int64_t t = 0; t < tokens; ++t) {
       const float xr = x[t * x_stride + r];
-      float* yt = y + t * y_stride;
-      for (int64_t c = 0; c < w.cols; ++c) yt[c] += xr * row[size_t(c)];
+      axpy(xr, row.data(), y + t * y_stride, w.cols);
     }
   }
 }

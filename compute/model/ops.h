@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 
+#include "shared/kernels/activation.h"  // sigmoid, silu and the gated MLP activations
 #include "shared/kernels/matvec.h"
 #include "shared/model/config.h"
 
@@ -13,8 +14,6 @@ namespace waste {
 // without a weight). out may alias x.
 void rmsnorm(const float* x, const float* w, int n, float eps, float* out);
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float silu(float x) { return x * sigmoid(x); }
 float softplus(float x);
 
 // x / max(||x||_2, 1e-12), torch's F.normalize, which the Kimi references use for q and k.

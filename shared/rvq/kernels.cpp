@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "shared/kernels/activation.h"
 #include "shared/kernels/matvec.h"
 #include "shared/rvq/kernel_paths.h"
 #include "shared/util/error.h"
@@ -124,9 +125,8 @@ void rvq_matvec(const uint8_t* codes, const uint16_t* scales, int rows, int cols
 }
 
 float activate(const ExpertActivation& act, float g, float u) {
-  const float sig = 1.0f / (1.0f + std::exp(-g));
-  if (act.kind == ExpertActivation::Kind::SiLU) return g * sig * u;
-  return (act.beta * std::tanh(g / act.beta) * sig) * (act.beta_linear * std::tanh(u / act.beta_linear));
+  if (act.kind == ExpertActivation::Kind::SiLU) return gated_silu(g, u);
+  return gated_situ(g, u, act.beta, act.beta_linear);
 }
 
 void build_expert_tables(const float* x, int hidden, const float* layer_codebooks, ExpertTables& out) {

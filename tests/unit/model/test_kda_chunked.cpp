@@ -11,6 +11,7 @@
 
 #include "compute/model/kda.h"
 #include "compute/model/ops.h"
+#include "shared/util/thread_pool.h"
 
 using namespace waste;
 
@@ -221,4 +222,51 @@ TEST_CASE("kda_forward: chunked prefill = token-by-token, across calls (conv win
       CHECK(st.conv_k == ref.conv_k);
     }
   }
+}
+
+TEST_CASE("kda_forward: heads on a pool = the calling thread alone, prefill and decode, bit for bit") {
+  ModelConfig c;
+  c.hidden = 32;
+  c.kda_heads = 4;
+  c.kda_head_dim = 128;  // 4 x 128 x 128: enough state work per token to go to the pool
+  c.conv_kernel = 4;
+  c.rms_eps = 1e-5f;
+  const int64_t D = c.hidden, P = 4 * 128;
+  std::mt19937 rng(21);
+  Layer l;
+  l.store.reserve(32);
+  const float s = 1.0f / std::sqrt(float(D));
+  l.w.q_proj = l.mat(P, D, rng, s);
+  l.w.k_proj = l.mat(P, D, rng, s);
+  l.w.v_proj = l.mat(P, D, rng, s);
+  l.w.q_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
+  l.w.k_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
+  l.w.v_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
+  l.w.f_a = l.mat(8, D, rng, s);
+  l.w.f_b = l.mat(P, 8, rng, 0.5f);
+  l.w.A_log = l.vec(4, rng, 1.0f, 0.5f);
+  l.w.dt_bias = l.vec(size_t(P), rng, -1.0f, 1.0f);
+  l.w.b_proj = l.mat(4, D, rng, s);
+  l.w.g_a = l.mat(8, D, rng, s);
+  l.w.g_b = l.mat(P, 8, rng, 0.5f);
+  l.w.o_norm = l.vec(128, rng, 1.0f, 0.1f);
+  l.w.o_proj = l.mat(D, P, rng, 1.0f / std::sqrt(float(P)));
+
+  const int64_t prompt = 21, decode = 3;
+  std::vector<float> x(size_t((prompt + decode) * D));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : x) v = normal(rng);
+  ThreadPool pool(2);
+  KdaState alone = make_kda_state(c), pooled = make_kda_state(c);
+  std::vector<float> y_alone(x.size()), y_pooled(x.size());
+  kda_forward(c, l.w, alone, x.data(), prompt, y_alone.data(), kKdaPrefillChunk, nullptr);
+  kda_forward(c, l.w, pooled, x.data(), prompt, y_pooled.data(), kKdaPrefillChunk, &pool);
+  for (int64_t t = prompt; t < prompt + decode; ++t) {
+    kda_forward(c, l.w, alone, &x[size_t(t * D)], 1, &y_alone[size_t(t * D)], kKdaPrefillChunk, nullptr);
+    kda_forward(c, l.w, pooled, &x[size_t(t * D)], 1, &y_pooled[size_t(t * D)], kKdaPrefillChunk, &pool);
+  }
+  CHECK(y_pooled == y_alone);
+  CHECK(pooled.state == alone.state);
+  CHECK(pooled.conv_v == alone.conv_v);
+  CHECK(max_abs(y_alone) > 0.0f);
 }

@@ -1,9 +1,12 @@
 // waste-bench-trunk: throughput of the trunk matvec/matmul kernels (shared/kernels) for each
 // format and SIMD path, single-thread and on the whole global pool, next to a plain
 // memory-read bandwidth measured in the same run. Matrices are rotated through copies whose
-// total exceeds the caches, so every call streams its weights from memory.
+// total exceeds the caches, so every call streams its weights from memory. Then attention per
+// token at Kimi-Linear width (compute/model/attention_kernels.h): the KDA decode step of 32
+// heads x 128 and MLA's scores + softmax + latent sums of 32 heads over a [T, 512 + 64] cache,
+// each on the scalar path alone, the best path alone and the best path on the pool.
 //
-// Usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape ROWSxCOLS]...
+// Usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape ROWSxCOLS]... [--attention-only]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -14,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "compute/model/attention_kernels.h"
+#include "compute/model/ops.h"
 #include "shared/container/format.h"
 #include "shared/kernels/matvec.h"
 #include "shared/kernels/matvec_paths.h"
@@ -30,6 +35,7 @@ struct Options {
   uint64_t footprint_bytes = uint64_t(1024) << 20;  // well past any L3 a VM is likely to see
   double seconds = 0.4;                             // minimum timed span per measurement
   std::vector<std::pair<int64_t, int64_t>> shapes;
+  bool attention_only = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -55,8 +61,10 @@ Options parse(int argc, char** argv) {
         std::exit(2);
       }
       o.shapes.push_back({r, c});
+    } else if (a == "--attention-only") {
+      o.attention_only = true;
     } else {
-      std::fprintf(stderr, "usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape RxC]...\n");
+      std::fprintf(stderr, "usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape RxC]... [--attention-only]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
     }
   }
@@ -171,6 +179,103 @@ MatrixCopies make_copies(TensorFormat f, int64_t rows, int64_t cols, uint32_t gr
   return m;
 }
 
+// The three ways attention is timed: the scalar reference alone (the code before
+// vectorising), the best SIMD path alone, and the best path with heads on the pool.
+struct AttentionPath {
+  const char* name;
+  SimdLevel level;
+  ThreadPool* pool;
+};
+
+// Heads [0, H) through body(h0, h1), on the pool when given (heads are independent).
+void over_heads(ThreadPool* pool, int H, int group, const std::function<void(int, int)>& body) {
+  const int groups = (H + group - 1) / group;
+  auto run = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) body(int(i) * group, std::min(H, int(i + 1) * group));
+  };
+  if (pool && pool->size() > 1)
+    pool->parallel_for(size_t(groups), 1, run);
+  else
+    run(0, size_t(groups));
+}
+
+void bench_attention(const Options& o, ThreadPool& pool) {
+  const SimdLevel best = simd_level();
+  std::vector<AttentionPath> paths = {{"scalar", SimdLevel::Scalar, nullptr}};
+  if (best != SimdLevel::Scalar) paths.push_back({simd_level_name(best), best, nullptr});
+  paths.push_back({simd_level_name(best), best, &pool});
+  uint64_t seed = 3;
+  auto uniform = [&] { return float(int64_t(xorshift(seed) >> 40) - (1 << 23)) / float(1 << 23); };
+
+  // KDA: 32 heads x 128, the states of several layers rotated so each token's state comes
+  // from memory as in a real forward pass (2 MiB per layer).
+  {
+    const int H = 32, K = 128;
+    const size_t state = size_t(H) * K * K;
+    const int layers = int(std::max<uint64_t>(2, o.footprint_bytes / 4 / (state * 4) / 4));
+    std::vector<float> S(state * size_t(layers)), q(size_t(H) * K), k(q.size()), v(q.size()), alpha(q.size()), out(q.size());
+    for (auto& x : S) x = 0.1f * uniform();
+    for (size_t i = 0; i < q.size(); ++i) {
+      q[i] = uniform() / float(K);
+      k[i] = uniform() / std::sqrt(float(K));
+      v[i] = uniform();
+      alpha[i] = 0.9f + 0.1f * std::fabs(uniform());
+    }
+    std::printf("== attention: KDA decode step, %d heads x %d (state %.0f MiB per layer, %d layers rotated)\n", H, K,
+                double(state * 4) / (1 << 20), layers);
+    std::printf("%-8s %7s %10s %10s %12s %9s\n", "path", "threads", "us(med)", "us(best)", "state GB/s", "speedup");
+    double base = 0;
+    for (const AttentionPath& p : paths) {
+      Timing t = time_calls(o.seconds, [&](int i) {
+        float* Sl = S.data() + size_t(i % layers) * state;
+        over_heads(p.pool, H, 1, [&](int h0, int h1) {
+          for (int h = h0; h < h1; ++h) {
+            const size_t at = size_t(h) * K;
+            kda_step(p.level, K, &q[at], &k[at], &v[at], &alpha[at], 0.5f, Sl + size_t(h) * K * K, &out[at]);
+          }
+        });
+      });
+      if (base == 0) base = t.best;
+      // Each step reads and writes the state once from memory (both passes of a column block
+      // run while it is in L1).
+      std::printf("%-8s %7u %10.1f %10.1f %12.2f %8.2fx\n", p.name, p.pool ? p.pool->size() : 1u, t.median * 1e6,
+                  t.best * 1e6, 2.0 * double(state * 4) / 1e9 / t.best, base / t.best);
+    }
+    std::printf("\n");
+  }
+
+  // MLA absorbed decode: 32 heads, cache rows of 512 latent + 64 rope; per head a score per
+  // cached token, softmax, and the probability-weighted latent sum (as mla.cpp does it).
+  {
+    const int H = 32, r = 512, width = 576, group = 16;
+    std::printf("== attention: MLA decode over the cache, %d heads, rows of %d (latent %d)\n", H, width, r);
+    std::printf("%6s %-8s %7s %10s %10s %12s %9s\n", "ctx", "path", "threads", "us(med)", "us(best)", "cache GB/s",
+                "speedup");
+    for (int64_t T : {64, 512, 4096}) {
+      std::vector<float> rows(size_t(T) * width), qabs(size_t(H) * width), lat(size_t(H) * r);
+      for (auto& x : rows) x = uniform();
+      for (auto& x : qabs) x = 0.05f * uniform();
+      double base = 0;
+      for (const AttentionPath& p : paths) {
+        Timing t = time_calls(o.seconds, [&](int) {
+          over_heads(p.pool, H, p.pool ? std::min(group, H / int(p.pool->size())) : group, [&](int h0, int h1) {
+            const int G = h1 - h0;
+            std::vector<float> prob(size_t(G) * T);
+            mla_scores(p.level, G, &qabs[size_t(h0) * width], width, rows.data(), T, width, 0.07f, prob.data(), T);
+            for (int g = 0; g < G; ++g) softmax(&prob[size_t(g) * T], int(T));
+            std::fill(&lat[size_t(h0) * r], &lat[size_t(h1) * r], 0.0f);
+            mla_weighted_sum(p.level, G, prob.data(), T, rows.data(), T, width, r, &lat[size_t(h0) * r], r);
+          });
+        });
+        if (base == 0) base = t.best;
+        std::printf("%6ld %-8s %7u %10.1f %10.1f %12.2f %8.2fx\n", long(T), p.name, p.pool ? p.pool->size() : 1u,
+                    t.median * 1e6, t.best * 1e6, 2.0 * double(rows.size() * 4) / 1e9 / t.best, base / t.best);
+      }
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,6 +289,8 @@ int main(int argc, char** argv) {
               double(o.footprint_bytes) / (1 << 20), mem_one, mem.gb / mem.one.median, pool.size(), mem_all,
               mem.gb / mem.all.median);
   std::printf("(a shared machine: medians include time lost to other processes; ratios use best vs best)\n\n");
+  bench_attention(o, pool);
+  if (o.attention_only) return 0;
 
   std::vector<KernelPath> paths;
   for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})

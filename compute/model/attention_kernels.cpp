@@ -1,0 +1,94 @@
+// Scalar paths of attention_kernels.h and the run-time dispatch. The scalar loops keep the
+// order of operations of the original per-token code (kda.cpp, mla.cpp before vectorising),
+// so WASTE_SIMD=scalar reproduces those results bit for bit.
+#include "compute/model/attention_kernels.h"
+
+namespace waste {
+
+namespace attention_paths {
+
+void kda_step_columns_scalar(int K, int c0, int c1, const float* q, const float* k, const float* v,
+                             const float* alpha, float beta, float* S, float* o) {
+  // Per column e, in key channel order d: decay and read (u), then write and read (o).
+  for (int e = c0; e < c1; ++e) o[e] = 0.0f;
+  float u[64];  // a column block at a time: u stays in registers / L1
+  for (int b0 = c0; b0 < c1; b0 += 64) {
+    const int b1 = b0 + 64 < c1 ? b0 + 64 : c1;
+    for (int e = b0; e < b1; ++e) u[e - b0] = v[e];
+    for (int d = 0; d < K; ++d) {
+      float* row = S + int64_t(d) * K;
+      const float a = alpha[d], kd = k[d];
+      for (int e = b0; e < b1; ++e) {
+        row[e] *= a;
+        u[e - b0] -= row[e] * kd;
+      }
+    }
+    for (int d = 0; d < K; ++d) {
+      float* row = S + int64_t(d) * K;
+      const float bk = beta * k[d], qd = q[d];
+      for (int e = b0; e < b1; ++e) {
+        row[e] += bk * u[e - b0];
+        o[e] += row[e] * qd;
+      }
+    }
+  }
+}
+
+void mla_scores_scalar(int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width, float scale,
+                       float* p, int64_t p_stride) {
+  for (int64_t s = 0; s < len; ++s) {
+    const float* kr = rows + s * width;
+    for (int g = 0; g < G; ++g) {
+      const float* qh = q + g * q_stride;
+      double dot = 0;  // the reference sums in double, in index order
+      for (int i = 0; i < width; ++i) dot += double(qh[i]) * kr[i];
+      p[g * p_stride + s] = float(dot) * scale;
+    }
+  }
+}
+
+void mla_weighted_sum_scalar(int G, const float* p, int64_t p_stride, const float* rows, int64_t len, int width, int r,
+                             float* o, int64_t o_stride) {
+  for (int64_t s = 0; s < len; ++s) {
+    const float* cs = rows + s * width;
+    for (int g = 0; g < G; ++g) {
+      const float ps = p[g * p_stride + s];
+      float* og = o + g * o_stride;
+      for (int i = 0; i < r; ++i) og[i] += ps * cs[i];
+    }
+  }
+}
+
+}  // namespace attention_paths
+
+using namespace attention_paths;
+
+// Builds without x86 SIMD sources (other architectures) only ever take the scalar branch.
+void kda_step(SimdLevel level, int K, const float* q, const float* k, const float* v, const float* alpha, float beta,
+              float* S, float* o) {
+#if defined(__x86_64__)
+  if (level == SimdLevel::Avx512) return kda_step_avx512(K, q, k, v, alpha, beta, S, o);
+  if (level == SimdLevel::Avx2) return kda_step_avx2(K, q, k, v, alpha, beta, S, o);
+#endif
+  kda_step_columns_scalar(K, 0, K, q, k, v, alpha, beta, S, o);
+}
+
+void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width,
+                float scale, float* p, int64_t p_stride) {
+#if defined(__x86_64__)
+  if (level == SimdLevel::Avx512) return mla_scores_avx512(G, q, q_stride, rows, len, width, scale, p, p_stride);
+  if (level == SimdLevel::Avx2) return mla_scores_avx2(G, q, q_stride, rows, len, width, scale, p, p_stride);
+#endif
+  mla_scores_scalar(G, q, q_stride, rows, len, width, scale, p, p_stride);
+}
+
+void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, const float* rows, int64_t len,
+                      int width, int r, float* o, int64_t o_stride) {
+#if defined(__x86_64__)
+  if (level == SimdLevel::Avx512) return mla_weighted_sum_avx512(G, p, p_stride, rows, len, width, r, o, o_stride);
+  if (level == SimdLevel::Avx2) return mla_weighted_sum_avx2(G, p, p_stride, rows, len, width, r, o, o_stride);
+#endif
+  mla_weighted_sum_scalar(G, p, p_stride, rows, len, width, r, o, o_stride);
+}
+
+}  // namespace waste
