@@ -28,9 +28,9 @@ uint32_t ExpertCache::take_slot(Acquired& out) {
   }
   uint32_t victim = policy_.choose_victim([this](uint32_t s) { return slot_key_[s] != kNoSlot && pins_[s] == 0; });
   if (victim == kNoSlot) return kNoSlot;
-  require(victim < slots() && slot_key_[victim] != kNoSlot && pins_[victim] == 0,
-          "expert cache: policy " + policy_.name() + " chose slot " + std::to_string(victim) +
-              ", which is not evictable");
+  if (victim >= slots() || slot_key_[victim] == kNoSlot || pins_[victim] != 0)  // message built only on failure
+    throw Error("expert cache: policy " + policy_.name() + " chose slot " + std::to_string(victim) +
+                ", which is not evictable");
   out.evicted = true;
   out.victim = geometry_.key_at(slot_key_[victim]);
   policy_.on_evict(victim, out.victim);
@@ -74,7 +74,8 @@ Acquired ExpertCache::insert_guess(ExpertKey key, InsertKind kind) {
 }
 
 void ExpertCache::unpin(uint32_t slot) {
-  require(slot < slots() && pins_[slot] > 0, "expert cache: unpin of slot " + std::to_string(slot) + ", not pinned");
+  if (slot >= slots() || pins_[slot] == 0)  // message built only on failure (a hot path)
+    throw Error("expert cache: unpin of slot " + std::to_string(slot) + ", not pinned");
   --pins_[slot];
 }
 

@@ -67,6 +67,8 @@ void ForecastPolicy::reset(uint32_t slots) {
   for (uint32_t c = 0; c < kClasses; ++c) set_far(c);
   routed_.assign(geometry_.experts_per_layer(), 0);
   slot_key_.assign(slots, kNoSlot);
+  key_slot_.assign(keys, kNoSlot);
+  slot_class_.assign(slots, kFreeSlot);
   slot_pos_.assign(slots, 0);
   slot_guess_.assign(slots, 0);
   guesses_ = 0;
@@ -105,6 +107,7 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
     visit_seen_[c] += 1.0f;
     history_[k] = (history_[k] << 1) | routed_[e];
     class_[k] = uint16_t(class_of(k));
+    if (key_slot_[k] != kNoSlot) slot_class_[key_slot_[k]] = class_[k];
   }
   const float halve_at = float(params_.halve_at);
   for (uint32_t c : touched_list_) {
@@ -148,7 +151,18 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
 }
 
 void ForecastPolicy::on_hit(uint32_t slot, ExpertKey key) {
-  slot_key_.at(slot) = geometry_.key_index(key);
+  const uint32_t k = geometry_.key_index(key);
+  if (slot_key_.at(slot) != k) {
+    // The cache owner moved the key (or reused the slot without on_evict): forget the old pairs.
+    if (slot_key_[slot] != kNoSlot) key_slot_[slot_key_[slot]] = kNoSlot;
+    if (uint32_t old = key_slot_[k]; old != kNoSlot) {
+      slot_key_[old] = kNoSlot;
+      slot_class_[old] = kFreeSlot;
+    }
+    slot_key_[slot] = k;
+    key_slot_[k] = slot;
+  }
+  slot_class_[slot] = class_[k];
   slot_pos_[slot] = geometry_.position(key.layer);
   if (slot_guess_[slot] == 1) --guesses_;
   slot_guess_[slot] = 0;
@@ -165,7 +179,9 @@ void ForecastPolicy::on_insert(uint32_t slot, ExpertKey key, InsertKind kind) {
 }
 
 void ForecastPolicy::on_evict(uint32_t slot, ExpertKey) {
-  slot_key_.at(slot) = kNoSlot;
+  if (slot_key_.at(slot) != kNoSlot) key_slot_[slot_key_[slot]] = kNoSlot;
+  slot_key_[slot] = kNoSlot;
+  slot_class_[slot] = kFreeSlot;
   if (slot_guess_[slot] == 1) --guesses_;
   slot_guess_[slot] = 0;
 }
@@ -175,10 +191,11 @@ double ForecastPolicy::use_probability(ExpertKey key) const { return p_[class_[g
 uint32_t ForecastPolicy::choose_victim(const EvictableFn& evictable) {
   uint32_t best = kNoSlot;
   float best_score = 0;
-  for (uint32_t s = 0; s < slot_key_.size(); ++s) {
-    const uint32_t k = slot_key_[s];
-    if (k == kNoSlot) continue;
-    float far = far_[class_[k]];
+  const uint32_t n = uint32_t(slot_class_.size());
+  for (uint32_t s = 0; s < n; ++s) {
+    const uint16_t c = slot_class_[s];
+    if (c == kFreeSlot) continue;
+    float far = far_[c];
     // A prefetch is expected to be used at its layer's visit (prefetch_p); a pre-warmed record
     // that no visit has used yet is a guess: one token further away than its class says, so it
     // goes before a demanded record with the same estimate.

@@ -80,6 +80,11 @@ class ForecastPolicy final : public CachePolicy {
   std::vector<float> far_;             // per class: L * (1/p - 1), the expected further visits
   std::vector<uint8_t> routed_;        // scratch: the experts of the layer being visited
   std::vector<uint32_t> slot_key_;     // per slot: key index or kNoSlot
+  std::vector<uint32_t> key_slot_;     // per key: its slot or kNoSlot
+  // Per slot: the key's class, or kFreeSlot (kept in step so the victim scan reads one array).
+  std::vector<uint16_t> slot_class_;
+  static constexpr uint16_t kFreeSlot = 0xFFFF;
+  static_assert(kClasses < kFreeSlot);
   std::vector<uint32_t> slot_pos_;     // per slot: cycle position of the key's layer
   std::vector<uint8_t> slot_guess_;    // per slot: 1 = prefetched, its layer not visited since;
                                        // 2 = pre-warmed, not hit since

@@ -44,15 +44,17 @@ bool CacheGeometry::contains(ExpertKey k) const {
   return k.layer < position_of_.size() && position_of_[k.layer] >= 0 && k.expert < experts_;
 }
 
+// position() and key_index() run several times per cache access: the error message is built
+// only on failure (require() would build it on every call).
 uint32_t CacheGeometry::position(uint32_t layer) const {
-  require(layer < position_of_.size() && position_of_[layer] >= 0,
-          "expert cache: layer " + std::to_string(layer) + " has no routed experts");
+  if (layer >= position_of_.size() || position_of_[layer] < 0)
+    throw Error("expert cache: layer " + std::to_string(layer) + " has no routed experts");
   return uint32_t(position_of_[layer]);
 }
 
 uint32_t CacheGeometry::key_index(ExpertKey k) const {
-  require(k.expert < experts_, "expert cache: " + describe(k) + " out of range (layer has " +
-                                   std::to_string(experts_) + " experts)");
+  if (k.expert >= experts_)
+    throw Error("expert cache: " + describe(k) + " out of range (layer has " + std::to_string(experts_) + " experts)");
   return position(k.layer) * experts_ + k.expert;
 }
 

@@ -38,7 +38,7 @@ SimResult simulate_policy(const RoutingTrace& trace, const CacheGeometry& geomet
       pinned.clear();
       for (uint32_t j = 0; j < trace.top_k; ++j) {
         Acquired a = cache.acquire(ExpertKey{layer, ex[j]});
-        require(a.slot != kNoSlot, "simulate: no evictable slot (all pinned)");
+        if (a.slot == kNoSlot) throw Error("simulate: no evictable slot (all pinned)");
         ++r.accesses;
         if (a.hit) ++r.hits;
         pinned.push_back(a.slot);
@@ -101,7 +101,7 @@ SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geomet
           bool in_layer = false;
           for (size_t j = layer_start; j < i; ++j) in_layer |= key[j] == it->second;
           if (!in_layer) break;
-          require(it != by_next.begin(), "simulate: no evictable slot (all pinned)");
+          if (it == by_next.begin()) throw Error("simulate: no evictable slot (all pinned)");
           --it;
         }
       }
