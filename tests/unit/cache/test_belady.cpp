@@ -48,3 +48,14 @@ TEST_CASE("Belady is an upper bound for every policy on a real trace") {
     }
   }
 }
+
+TEST_CASE("Belady from a pre-warmed start, computed by hand") {
+  // A B C A B D A, 2 slots, starting with A and B cached: with bypass C and D are dropped and
+  // every A and B hits: 5 hits. Without bypass C evicts B (next use 4, after A's 3); B misses at
+  // 4 and evicts C (never used again); D evicts B; A hits throughout: hits A, B, A, A = 4.
+  RoutingTrace t = make_trace({{{0}}, {{1}}, {{2}}, {{0}}, {{1}}, {{3}}, {{0}}});
+  CacheGeometry g = trace_geometry(t);
+  std::vector<ExpertKey> warm = {{0, 0}, {0, 1}, {0, 2}};  // the third does not fit
+  CHECK_EQ(simulate_belady(t, g, 2, true, warm).hits, 5);
+  CHECK_EQ(simulate_belady(t, g, 2, false, warm).hits, 4);
+}
