@@ -99,6 +99,9 @@ struct EngineStats {
   bytesRead @14 :UInt64;
   expertPath @15 :Text;
   reattaches @16 :UInt32;     # times compute reconnected to a restarted iod
+  batches @17 :UInt64;        # batched forward steps run (each: every decoding session + <= 1 prefill chunk)
+  batchedSessions @18 :UInt64;  # sessions in those steps, summed (/ batches = mean batch size)
+  maxBatch @19 :UInt32;       # the most sessions in one step
 }
 
 interface TokenSink {

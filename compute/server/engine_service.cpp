@@ -43,7 +43,17 @@ struct EngineService::SessionState {
   int64_t context = 0;
   std::optional<Session> model;
   std::vector<int32_t> fed;      // ids in the model state, in order
+  // How many ids each forward that built the state took (sum = fed.size()): load() replays the
+  // same forwards, so a loaded state is bit-identical even where kernels differ by chunking
+  // (KDA's chunked prefill form vs its token-by-token recurrence).
+  std::vector<uint32_t> feeds;
   std::optional<int32_t> unfed;  // the last sampled id, fed before the next prompt
+  void forget() {
+    model.reset();
+    fed.clear();
+    feeds.clear();
+    unfed.reset();
+  }
   // under mu_
   int64_t position = 0;          // fed + unfed
   bool busy = false, closed = false;
@@ -63,7 +73,9 @@ struct EngineService::Job {
   std::optional<StopMatcher> stops;
   std::optional<tok::DecodeStream> text;
   std::vector<int32_t> history;  // this request's prompt + generated (the sampler's penalty window)
-  std::vector<float> logits;
+  std::vector<float> logits;     // of the last token fed: what the next sample reads
+  int32_t next = 0;              // the token fed in this step (decoding)
+  size_t pending = 0;            // tokens fed in this step
   Clock::time_point submitted, started, decode_started;
   bool has_started = false;
   GenerateOutcome out;
@@ -73,6 +85,7 @@ EngineService::EngineService(const ServiceOptions& o) : options_(o), started_(Cl
   require(options_.max_sessions >= 1, "--max-sessions must be at least 1");
   require(options_.max_queued >= 1, "max queued requests must be at least 1");
   require(options_.context >= 2, "--ctx must be at least 2 tokens");
+  require(options_.max_batch >= 0, "--max-batch must not be negative");
   if (options_.max_context <= 0) options_.max_context = options_.context;
   auto ready = std::make_shared<std::promise<void>>();
   auto f = ready->get_future();
@@ -183,20 +196,82 @@ void EngineService::stop(std::function<void()> stopped) {
 
 void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
   const Clock::time_point t0 = Clock::now();
-  bool decoded = false;
-  for (size_t i = 0; i < jobs.size();) {
+  // Plan every job; those that feed this step go into one batch.
+  std::vector<size_t> in_batch;  // indices into jobs
+  std::vector<BatchItem> items;
+  std::vector<bool> ended(jobs.size(), false);
+  bool prefill_taken = false, decoded = false;
+  // --max-batch caps the sessions per step; then the step after starts where this one stopped,
+  // so every session gets its turn (1: one session per step, the unbatched round robin).
+  const size_t cap = options_.max_batch > 0 ? size_t(options_.max_batch) : jobs.size();
+  size_t start = 0;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (jobs[i].get() == resume_) start = i;
+  resume_ = nullptr;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const size_t i = (start + k) % jobs.size();
     Job& j = *jobs[i];
-    if (!j.cancel->load() && j.cb.backed_up && j.cb.backed_up()) {
-      ++i;
+    if (!j.cancel->load() && j.cb.backed_up && j.cb.backed_up()) continue;
+    if (items.size() >= cap) {
+      if (!resume_) resume_ = &j;
       continue;
     }
     decoded |= j.decoding;
-    if (step(j)) {
-      ++i;
-    } else {
-      jobs.erase(jobs.begin() + ptrdiff_t(i));
+    BatchItem item;
+    const Plan p = plan(j, prefill_taken, item);
+    if (p == Plan::Ended) ended[i] = true;
+    if (p != Plan::Feed) continue;
+    in_batch.push_back(i);
+    items.push_back(item);
+  }
+
+  if (!items.empty()) {
+    const ExpertSourceStats before = engine_->experts().stats();
+    std::string error;
+    try {
+      engine_->model().forward_batch(items);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
+    {
+      std::lock_guard lk(mu_);
+      ++batches_;
+      batched_sessions_ += items.size();
+      max_batch_ = std::max(max_batch_, uint32_t(items.size()));
+      expert_stats_ = engine_->experts().stats();
+    }
+    // The step's expert traffic is shared: each request is charged its share by rows fed (the
+    // global counters stay exact).
+    uint64_t rows = 0;
+    for (const BatchItem& it : items) rows += it.tokens.size();
+    for (size_t k = 0; k < in_batch.size(); ++k) {
+      Job& j = *jobs[in_batch[k]];
+      const uint64_t r = items[k].tokens.size();
+      const ExpertSourceStats share{delta.hits * r / rows, delta.misses * r / rows, delta.bytes_read * r / rows};
+      add(j.out.experts, share);
+      {
+        std::lock_guard lk(mu_);
+        add(j.s->counters.experts, share);
+      }
+      if (!error.empty()) {
+        // Every session of the failed step is half-updated (the layers ran for all of them).
+        fail(j, error + (in_batch.size() > 1 ? " (in a step batched with " + std::to_string(in_batch.size() - 1) +
+                                                   " other sessions)"
+                                             : std::string()));
+        ended[in_batch[k]] = true;
+      } else if (!fed(j)) {
+        ended[in_batch[k]] = true;
+      }
     }
   }
+
+  size_t keep = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (ended[i] && jobs[i].get() == resume_) resume_ = nullptr;
+    if (!ended[i]) jobs[keep++] = std::move(jobs[i]);
+  }
+  jobs.resize(keep);
   if (decoded) {
     std::lock_guard lk(mu_);
     decode_seconds_ += seconds_between(t0, Clock::now());
@@ -207,10 +282,21 @@ void EngineService::ensure_model_session(SessionState& s) {
   if (!s.model) s.model.emplace(engine_->new_session(s.context));
 }
 
-bool EngineService::step(Job& j) {
+void EngineService::fail(Job& j, const std::string& error) {
+  j.s->forget();
+  finish(j, error + " (the session's state was reset)");
+}
+
+EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& item) {
   SessionState& s = *j.s;
   const tok::Tokenizer* tk = engine_->has_tokenizer() ? &engine_->tokenizer() : nullptr;
   try {
+    if (j.cancel->load()) {
+      j.out.stop_reason = "cancelled";
+      finish(j, "");
+      return Plan::Ended;
+    }
+    if (!j.decoding && !j.has_started && prefill_taken) return Plan::Wait;  // not started: keeps its queue time
     ensure_model_session(s);
     if (!j.has_started) {
       j.has_started = true;
@@ -220,77 +306,82 @@ bool EngineService::step(Job& j) {
       j.out.queue_seconds = seconds_between(j.submitted, j.started);
       j.logits.resize(size_t(config_.vocab));
     }
-    if (j.cancel->load()) {
-      j.out.stop_reason = "cancelled";
-      finish(j, "");
-      return false;
-    }
-    const ExpertSourceStats before = engine_->experts().stats();
-    bool ended = false;
     if (!j.decoding) {
-      // One prefill chunk.
+      // One prefill chunk per step, the oldest request's first: the others wait their turn.
+      if (prefill_taken) return Plan::Wait;
+      prefill_taken = true;
       const size_t n = std::min(size_t(options_.prefill_chunk), j.feed.size() - j.fed);
-      engine_->model().forward(*s.model, std::span<const int32_t>(j.feed.data() + j.fed, n), j.logits.data(),
-                               LogitRows::Last);
-      s.fed.insert(s.fed.end(), j.feed.begin() + ptrdiff_t(j.fed), j.feed.begin() + ptrdiff_t(j.fed + n));
-      j.fed += n;
-      if (j.fed == j.feed.size()) {
-        j.decoding = true;
-        j.decode_started = Clock::now();
-        j.out.prefill_seconds = seconds_between(j.started, j.decode_started);
-        j.sampler.emplace(j.params);
-        j.stops.emplace(j.params.stop);
-        if (tk) j.text.emplace(*tk);
-        if (j.params.max_tokens <= 0) {
-          j.out.stop_reason = "max_tokens";
-          ended = true;
-        }
-      }
+      const bool last = j.fed + n == j.feed.size();
+      // Inner chunks need no logits: the output head runs only for the prompt's last token.
+      item = {&*s.model, std::span<const int32_t>(j.feed.data() + j.fed, n), j.logits.data(),
+              last ? LogitRows::Last : LogitRows::None};
+      j.pending = n;
+      return Plan::Feed;
+    }
+    // One token: sample from the last logits, hand it out, feed it unless generation ends.
+    const int32_t id = j.sampler->sample(j.logits, j.history);
+    j.history.push_back(id);
+    ++j.out.tokens;
+    if (tk && tk->is_stop(uint32_t(id))) {
+      j.out.stop_reason = "stop_token";
     } else {
-      // One token: sample from the last logits, hand it out, feed it unless generation ends.
-      const int32_t id = j.sampler->sample(j.logits, j.history);
-      j.history.push_back(id);
-      ++j.out.tokens;
-      if (tk && tk->is_stop(uint32_t(id))) {
-        j.out.stop_reason = "stop_token";
-      } else {
-        std::string piece;
-        if (j.text && uint32_t(id) < tk->vocab_size()) piece = j.text->push(uint32_t(id));
-        j.cb.token(id, j.stops->push(piece));
-        if (j.stops->stopped()) j.out.stop_reason = "stop_string";
-        else if (j.cancel->load()) j.out.stop_reason = "cancelled";
-        else if (j.out.tokens >= j.params.max_tokens) j.out.stop_reason = "max_tokens";
-        else if (s.model->position() >= s.model->max_context()) j.out.stop_reason = "context";
-      }
-      if (!j.out.stop_reason.empty()) {
-        s.unfed = id;  // fed in front of the next prompt, so a continuing session sees it
-        ended = true;
-      } else {
-        engine_->model().forward(*s.model, std::span<const int32_t>(&id, 1), j.logits.data(), LogitRows::Last);
-        s.fed.push_back(id);
-      }
+      std::string piece;
+      if (j.text && uint32_t(id) < tk->vocab_size()) piece = j.text->push(uint32_t(id));
+      j.cb.token(id, j.stops->push(piece));
+      if (j.stops->stopped()) j.out.stop_reason = "stop_string";
+      else if (j.cancel->load()) j.out.stop_reason = "cancelled";
+      else if (j.out.tokens >= j.params.max_tokens) j.out.stop_reason = "max_tokens";
+      else if (s.model->position() >= s.model->max_context()) j.out.stop_reason = "context";
     }
-    const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
-    add(j.out.experts, delta);
-    {
-      std::lock_guard lk(mu_);
-      add(s.counters.experts, delta);
-      expert_stats_ = engine_->experts().stats();
-      s.position = int64_t(s.fed.size()) + (s.unfed ? 1 : 0);
-    }
-    if (ended) {
+    if (!j.out.stop_reason.empty()) {
+      s.unfed = id;  // fed in front of the next prompt, so a continuing session sees it
+      {
+        std::lock_guard lk(mu_);
+        s.position = int64_t(s.fed.size()) + 1;
+      }
       finish(j, "");
-      return false;
+      return Plan::Ended;
     }
-    return true;
+    j.next = id;
+    item = {&*s.model, std::span<const int32_t>(&j.next, 1), j.logits.data(), LogitRows::Last};
+    j.pending = 1;
+    return Plan::Feed;
   } catch (const std::exception& e) {
-    // A failure inside a forward leaves the state half-updated: start the session afresh.
-    s.model.reset();
-    s.fed.clear();
-    s.unfed.reset();
-    finish(j, std::string(e.what()) + " (the session's state was reset)");
-    return false;
+    fail(j, e.what());
+    return Plan::Ended;
   }
+}
+
+bool EngineService::fed(Job& j) {
+  SessionState& s = *j.s;
+  bool ended = false;
+  if (!j.decoding) {
+    s.fed.insert(s.fed.end(), j.feed.begin() + ptrdiff_t(j.fed), j.feed.begin() + ptrdiff_t(j.fed + j.pending));
+    s.feeds.push_back(uint32_t(j.pending));
+    j.fed += j.pending;
+    if (j.fed == j.feed.size()) {
+      j.decoding = true;
+      j.decode_started = Clock::now();
+      j.out.prefill_seconds = seconds_between(j.started, j.decode_started);
+      j.sampler.emplace(j.params);
+      j.stops.emplace(j.params.stop);
+      if (engine_->has_tokenizer()) j.text.emplace(engine_->tokenizer());
+      if (j.params.max_tokens <= 0) {
+        j.out.stop_reason = "max_tokens";
+        ended = true;
+      }
+    }
+  } else {
+    s.fed.push_back(j.next);
+    s.feeds.push_back(1);
+  }
+  j.pending = 0;
+  {
+    std::lock_guard lk(mu_);
+    s.position = int64_t(s.fed.size()) + (s.unfed ? 1 : 0);
+  }
+  if (ended) finish(j, "");
+  return !ended;
 }
 
 void EngineService::finish(Job& j, std::string error) {
@@ -358,10 +449,7 @@ void EngineService::close(uint64_t session) {
     if (s->cancel) s->cancel->store(true);
     // The state is freed on the worker (it may be mid-step); a running request still holds it
     // until it notices the cancel.
-    control_.push_back([s] {
-      s->model.reset();
-      s->fed = {};
-    });
+    control_.push_back([s] { s->forget(); });
   }
   wake_.notify_all();
 }
@@ -425,9 +513,7 @@ void EngineService::reset(uint64_t session, std::function<void(std::string)> don
     auto s = find(session);
     require(!s->busy, "reset: session " + std::to_string(session) + " is generating (cancel it first)");
     control_.push_back([this, s, done] {
-      s->model.reset();
-      s->fed.clear();
-      s->unfed.reset();
+      s->forget();
       {
         std::lock_guard lk2(mu_);
         s->position = 0;
@@ -450,6 +536,7 @@ void EngineService::save(uint64_t session, const std::string& path, std::functio
         j["model"] = options_.model;
         j["vocab"] = config_.vocab;
         j["tokens"] = s->fed;
+        j["feeds"] = s->feeds;
         j["unfed"] = s->unfed ? nlohmann::json(*s->unfed) : nlohmann::json(nullptr);
         const std::string tmp = path + ".tmp";
         {
@@ -500,16 +587,33 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
         require(int64_t(ids.size()) + 1 < s->context, "load: " + path + " holds " + std::to_string(ids.size()) +
                                                           " tokens, more than the session's context of " +
                                                           std::to_string(s->context));
-        // The state is rebuilt by feeding the history again (deterministic: the same state).
-        s->model.reset();
-        s->fed.clear();
-        s->unfed.reset();
+        // The forwards that built the saved state, when the file has them (else prefill chunks).
+        std::vector<uint32_t> feeds;
+        if (j.contains("feeds")) {
+          require(j["feeds"].is_array() && j["feeds"].size() <= ids.size(), "load: " + path + ": \"feeds\" is not a list of at most one entry per token");
+          uint64_t sum = 0;
+          for (const auto& v : j["feeds"]) {
+            require(v.is_number_unsigned() && v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= ids.size(),
+                    "load: " + path + ": a \"feeds\" entry is not a token count between 1 and " + std::to_string(ids.size()));
+            sum += v.get<uint64_t>();
+            feeds.push_back(uint32_t(v.get<uint64_t>()));
+          }
+          require(sum == ids.size(), "load: " + path + ": \"feeds\" add up to " + std::to_string(sum) + " tokens, not the " +
+                                         std::to_string(ids.size()) + " saved");
+        } else {
+          for (size_t at = 0; at < ids.size(); at += size_t(options_.prefill_chunk))
+            feeds.push_back(uint32_t(std::min(ids.size() - at, size_t(options_.prefill_chunk))));
+        }
+        // The state is rebuilt by the same forwards again (deterministic: the same state).
+        s->forget();
         ensure_model_session(*s);
-        if (!ids.empty()) {
-          std::vector<float> logits(size_t(config_.vocab));
-          engine_->prefill(*s->model, ids, logits.data());
+        size_t at = 0;
+        for (uint32_t n : feeds) {
+          engine_->model().forward(*s->model, std::span<const int32_t>(ids.data() + at, n), nullptr, LogitRows::None);
+          at += n;
         }
         s->fed = ids;
+        s->feeds = feeds;
         s->unfed = unfed;
         {
           std::lock_guard lk2(mu_);
@@ -517,9 +621,7 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
         }
         done("", ids.size() + (unfed ? 1 : 0));
       } catch (const std::exception& e) {
-        s->model.reset();
-        s->fed.clear();
-        s->unfed.reset();
+        s->forget();
         done(std::string(e.what()) + " (the session's state was reset)", 0);
       }
     });
@@ -541,6 +643,9 @@ ServiceStats EngineService::stats() const {
   st.decode_seconds = decode_seconds_;
   st.experts = expert_stats_;
   st.reattaches = iod_ ? iod_->reattaches() : 0;
+  st.batches = batches_;
+  st.batched_sessions = batched_sessions_;
+  st.max_batch = max_batch_;
   for (const auto& s : sessions_) st.sessions_detail.push_back({s->id, s->position, s->context, s->busy, s->counters});
   return st;
 }

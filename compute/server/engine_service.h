@@ -1,8 +1,10 @@
 // The compute process's sessions and scheduler, independent of any RPC: one worker thread owns
-// the Engine (trunk, model, expert source) and steps every running generation in turn, one
-// prefill chunk or one decode token each per round, so a long prefill never starves a session
-// that is decoding. Each session's tokens depend only on its own state and request: two
-// clients at once get exactly what each gets alone.
+// the Engine (trunk, model, expert source) and runs every running generation together. Each
+// step is one batched forward (Model::forward_batch): the next token of every decoding session
+// plus at most one prefill chunk (of the oldest prefilling request), so a long prefill never
+// starves the sessions that decode, and every MoE layer fetches the union of the step's experts
+// once. Each session's tokens depend only on its own state and request (a batched forward is
+// bit-identical to each session alone): two clients at once get exactly what each gets alone.
 //
 // Callers (the RPC layer, on its own thread) submit work and get results through callbacks
 // that run on the worker thread. Limits (sessions, context, queued requests) are refused with
@@ -36,6 +38,7 @@ struct ServiceOptions {
   int max_sessions = 16;
   int max_queued = 32;             // generate requests waiting or running at once
   int prefill_chunk = 32;
+  int max_batch = 0;               // sessions in one forward step at most; 0: all that are ready
   uint64_t in_process_cache_bytes = 1ull << 30;
 };
 
@@ -59,6 +62,9 @@ struct ServiceStats {
   double decode_seconds = 0;  // wall time during which at least one session decoded
   ExpertSourceStats experts;
   uint32_t reattaches = 0;
+  // Batched steps: forwards run, sessions in them summed, the most sessions in one.
+  uint64_t batches = 0, batched_sessions = 0;
+  uint32_t max_batch = 0;
   std::vector<SessionSnapshot> sessions_detail;
 };
 
@@ -128,8 +134,16 @@ class EngineService {
   struct Job;
   void worker_main(std::shared_ptr<std::promise<void>> ready);
   std::shared_ptr<SessionState> find(uint64_t id) const;  // under mu_
+  // One batched step over every job that is not waiting on its client.
   void run_round(std::vector<std::shared_ptr<Job>>& jobs);
-  bool step(Job& j);  // one chunk or token; false when the job ended
+  enum class Plan { Feed, Wait, Ended };
+  // Before the forward: starts the job, samples and hands out a decoding job's token, and says
+  // whether the job feeds tokens this step (`item`), waits, or has ended (finished already).
+  // prefill_taken: a prefill chunk is already in this step.
+  Plan plan(Job& j, bool& prefill_taken, BatchItem& item);
+  // After the forward: records what the job fed; false when the job ended (finished already).
+  bool fed(Job& j);
+  void fail(Job& j, const std::string& error);  // resets the session's state, then finish()
   void finish(Job& j, std::string error);
   void ensure_model_session(SessionState& s);
 
@@ -153,6 +167,9 @@ class EngineService {
   int queued_ = 0, running_ = 0;
   uint64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0;
   double decode_seconds_ = 0;
+  Job* resume_ = nullptr;  // where the next step starts when --max-batch cut this one short (worker)
+  uint64_t batches_ = 0, batched_sessions_ = 0;
+  uint32_t max_batch_ = 0;
   ExpertSourceStats expert_stats_;  // as of the end of the worker's last step
   std::function<void()> on_stopped_;
   std::thread worker_;

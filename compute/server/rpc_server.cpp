@@ -405,6 +405,9 @@ class EngineImpl final : public proto::Engine::Server {
       g.setBytesRead(s.experts.bytes_read);
       g.setExpertPath(st_.service.expert_path());
       g.setReattaches(s.reattaches);
+      g.setBatches(s.batches);
+      g.setBatchedSessions(s.batched_sessions);
+      g.setMaxBatch(s.max_batch);
       auto list = r.initSessions(uint32_t(s.sessions_detail.size()));
       for (size_t i = 0; i < s.sessions_detail.size(); ++i) fill_session_stats(list[uint32_t(i)], s.sessions_detail[i]);
       return kj::READY_NOW;

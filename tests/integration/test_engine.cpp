@@ -65,7 +65,13 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
   CHECK(run_alone(where, rb).ids == alone_b.ids);
 
   // Together: A's client holds its first token until B has produced one, so A is mid-generation
-  // (flow-controlled) while B runs: the two are interleaved, not one after the other.
+  // (flow-controlled) while B runs: the two decode together, in the same batched steps.
+  const auto batch_counters = [&] {
+    client::Client c(where);
+    const auto e = c.stats()["engine"];
+    return std::pair{e["batches"].get<uint64_t>(), e["batched_sessions"].get<uint64_t>()};
+  };
+  const auto [batches0, sessions0] = batch_counters();
   std::mutex mu;
   std::condition_variable cv;
   bool b_started = false;
@@ -114,6 +120,14 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
   CHECK(both_a.ids == alone_a.ids);
   CHECK(both_b.ids == alone_b.ids);
   CHECK(both_a.result.stop_reason == "max_tokens");
+  // With two clients, every step that ran both adds one to sessions - batches. Each prompt is
+  // one prefill chunk, so at most two such steps mixed a prefill in; B's 16 tokens ran while A
+  // decoded (A is held back by its client until B's first token).
+  const auto [batches1, sessions1] = batch_counters();
+  const uint64_t steps_with_both = (sessions1 - sessions0) - (batches1 - batches0);
+  MESSAGE("steps: ", batches1 - batches0, ", of them with both sessions: ", steps_with_both);
+  CHECK(steps_with_both >= 10);
+  CHECK(batches1 - batches0 < uint64_t(alone_a.ids.size() + alone_b.ids.size()));
 
   // Limits: a fourth session is refused with a message that names the limit.
   {

@@ -160,7 +160,10 @@ nlohmann::json Client::stats() {
                         {"misses", s.getMisses()},
                         {"bytes_read", s.getBytesRead()},
                         {"expert_path", s.getExpertPath().cStr()},
-                        {"reattaches", s.getReattaches()}};
+                        {"reattaches", s.getReattaches()},
+                        {"batches", s.getBatches()},
+                        {"batched_sessions", s.getBatchedSessions()},
+                        {"max_batch", s.getMaxBatch()}};
     nlohmann::json list = nlohmann::json::array();
     for (auto x : r.getSessions()) list.push_back(session_json(x));
     return nlohmann::json{{"engine", e}, {"sessions", list}};
