@@ -1,10 +1,13 @@
 // waste-serve with real processes, spoken to with curl: SSE streaming equals the non-streamed
 // reply, OpenAI-style 4xx errors for bad input, the API key, /v1/models, /health, /metrics.
 #include <doctest/doctest.h>
+#include <signal.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
+#include "tests/integration/child_process.h"
 #include "tests/integration/test_engine_instance.h"
 
 using namespace waste::test;
@@ -145,4 +148,45 @@ TEST_CASE("serve: streaming chat parsed from curl equals the plain reply; bad in
   check_error(post(base + "/v1/completions", huge, tmp.path()), 413);
   check_error(get(base + "/v1/nothing", tmp.path()), 404);
   CHECK(post(base + "/v1/chat/completions", req.dump(), tmp.path()).status == 200);
+}
+
+TEST_CASE("serve: an API key is required on every endpoint but /health (a liveness probe)") {
+  Instance inst("--ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  // waste-serve started by hand (the supervisor would pass WASTE_API_KEY through the same way).
+  ChildProcess serve({env_or("WASTE_SERVE", "waste-serve"), "--connect", inst.run_dir(), "--listen", "127.0.0.1:0",
+                      "--api-key", "s3cret"},
+                     {{"WASTE_API_KEY", ""}});
+  REQUIRE(serve.started());
+  const std::regex listening("listening on (http://127\\.0\\.0\\.1:\\d+)");
+  std::smatch m;
+  REQUIRE_MESSAGE(serve.wait_for([&] { return std::regex_search(serve.out(), m, listening) ||
+                                              std::regex_search(serve.err(), m, listening); }, 60),
+                  (serve.out() + serve.err()));
+  const std::string base = m[1];
+  const json req = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 3}};
+  const std::string right = "-H 'Authorization: Bearer s3cret'", wrong = "-H 'Authorization: Bearer nope'";
+
+  for (const std::string& auth : {std::string(), wrong, std::string("-H 'Authorization: s3cret'")}) {
+    CAPTURE(auth);
+    check_error(post(base + "/v1/chat/completions", req.dump(), tmp.path(), auth), 401, "invalid_api_key");
+    check_error(post(base + "/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 2}}.dump(), tmp.path(), auth), 401,
+                "invalid_api_key");
+    check_error(get(base + "/v1/models", tmp.path(), auth), 401, "invalid_api_key");
+    check_error(get(base + "/metrics", tmp.path(), auth), 401, "invalid_api_key");
+  }
+  const Http ok = post(base + "/v1/chat/completions", req.dump(), tmp.path(), right);
+  REQUIRE_MESSAGE(ok.status == 200, ok.body);
+  CHECK(json::parse(ok.body)["usage"]["completion_tokens"] == 3);
+  CHECK(get(base + "/v1/models", tmp.path(), right).status == 200);
+  CHECK(get(base + "/metrics", tmp.path(), right).status == 200);
+  // /health answers without the key (documented: for liveness probes; it tells only "ok", the
+  // model name and the session count).
+  const Http health = get(base + "/health", tmp.path());
+  CHECK(health.status == 200);
+  CHECK(json::parse(health.body)["status"] == "ok");
+
+  serve.signal(SIGTERM);
+  CHECK(serve.wait_exit(30) == 0);
 }

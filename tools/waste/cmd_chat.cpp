@@ -1,38 +1,121 @@
-// `waste chat [PROMPT] [--connect DIR|SOCKET]`: talks to a running instance (`waste up`) through
-// Engine RPC. With PROMPT: one turn, streamed, then a line of figures. Without: an interactive
-// multi-turn conversation in one session, with /reset, /stats, /save PATH, /load PATH, /quit;
-// Ctrl-C during a reply cancels that reply and keeps the conversation.
+// `waste chat [PROMPT] [--model M] [--connect W | --private]`: a conversation over Engine RPC.
+// With PROMPT: one turn, streamed, then a line of figures. Without: an interactive multi-turn
+// conversation in one session, with /reset, /stats, /save PATH, /load PATH, /quit.
+// Where it talks to (tools/waste/running_instance.h): --connect W, else the instance at the
+// default run directory when it answers and serves M (any model when no --model), else a
+// private instance of M (tools/waste/private_instance.h) started for this command and stopped
+// on every way out (end, error, Ctrl-C at the prompt, SIGTERM).
+// Signals: Ctrl-C during a reply cancels that reply and keeps the conversation; Ctrl-C at the
+// prompt and SIGTERM leave (after stopping a private instance). The handler only sets flags
+// and writes to a self-pipe that the prompt's poll() watches, so no signal is lost between a
+// check and a blocking read.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
-#include <iostream>
+#include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "shared/util/error.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/waste/commands.h"
+#include "tools/waste/private_instance.h"
+#include "tools/waste/running_instance.h"
 
 namespace waste::cli {
 
 namespace {
 
-std::atomic<bool> g_interrupt{false};
-std::atomic<bool> g_generating{false};
+std::atomic<bool> g_generating{false};  // a reply is streaming: SIGINT cancels it
+std::atomic<bool> g_interrupt{false};   // cancel the reply (polled by Session::generate)
+std::atomic<bool> g_quit{false};        // leave: SIGINT at the prompt, or SIGTERM
+std::atomic<int> g_quit_signal{0};      // which, to re-raise after cleaning up
+int g_wake[2] = {-1, -1};               // self-pipe: wakes the prompt's poll()
 
-void on_sigint(int) {
-  if (!g_generating.load()) {
-    // At the prompt: Ctrl-C leaves, as in any shell tool.
-    ::_exit(130);
+void on_signal(int sig) {
+  if (sig == SIGINT && g_generating.load()) {
+    g_interrupt.store(true);
+    return;
   }
-  g_interrupt.store(true);
+  g_quit_signal.store(sig);
+  g_quit.store(true);
+  g_interrupt.store(true);  // a SIGTERM during a reply ends the reply too
+  if (g_wake[1] >= 0) {
+    const char c = 1;
+    if (::write(g_wake[1], &c, 1) < 0) {
+    }  // the pipe is full: a wake-up is pending anyway
+  }
 }
 
+void install_signal_handlers() {
+  if (g_wake[0] < 0) {
+    require(::pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) == 0, "chat: cannot create a pipe");
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the flags are looked at
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Lines from stdin, or nothing once a quit signal arrived or stdin ended.
+class LineReader {
+ public:
+  bool next(std::string& line) {
+    for (;;) {
+      if (g_quit.load()) return false;
+      if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
+        line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return true;
+      }
+      if (eof_) {
+        if (buf_.empty()) return false;
+        line.swap(buf_);  // a last line without a newline
+        buf_.clear();
+        return true;
+      }
+      pollfd p[2] = {{0, POLLIN, 0}, {g_wake[0], POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        throw Error(std::string("chat: poll on stdin: ") + std::strerror(errno));
+      }
+      if (p[1].revents) {
+        char drain[64];
+        while (::read(g_wake[0], drain, sizeof drain) > 0) {
+        }
+        continue;  // g_quit is looked at on the next round
+      }
+      if (p[0].revents) {
+        char chunk[4096];
+        const ssize_t n = ::read(0, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) eof_ = true;
+        else buf_.append(chunk, size_t(n));
+        // One line is bounded like a reply is: 16 MiB of text without a newline is not a turn.
+        require(buf_.size() <= (16u << 20), "chat: a line of over 16 MiB on stdin");
+      }
+    }
+  }
+
+ private:
+  std::string buf_;
+  bool eof_ = false;
+};
+
 struct ChatOptions {
-  std::string connect, prompt, system, save_to;
+  std::string connect, model, budget, prompt, system;
+  uint32_t context = 0;
   client::Request sampling;
-  bool stats = false;
+  bool stats = false, private_engine = false;
 };
 
 std::string figures(const client::Result& r) {
@@ -50,7 +133,8 @@ client::Result turn(client::Session& s, const ChatOptions& o, const std::string&
   r.chat.clear();
   if (first && !o.system.empty()) r.chat.emplace_back("system", o.system);
   r.chat.emplace_back("user", user);
-  g_interrupt.store(false);
+  // A SIGINT that arrived at the prompt was a quit; a fresh reply starts uncancelled.
+  g_interrupt.store(g_quit.load());
   g_generating.store(true);
   client::Result res;
   try {
@@ -65,71 +149,103 @@ client::Result turn(client::Session& s, const ChatOptions& o, const std::string&
   }
   g_generating.store(false);
   std::fputc('\n', stdout);
+  std::fflush(stdout);
   return res;
 }
 
-void run_chat(const ChatOptions& o) {
-  const std::string where = o.connect.empty() ? client::default_run_dir() : o.connect;
-  std::unique_ptr<client::Client> c;
-  try {
-    c = std::make_unique<client::Client>(where);
-  } catch (const Error& e) {
-    throw Error(std::string(e.what()) + "\nno instance answers at " + where +
-                ": start one with `waste up MODEL`, or run a private engine with `waste run MODEL \"prompt\"`");
-  }
-  auto s = c->open_session();
-  struct sigaction sa {};
-  sa.sa_handler = on_sigint;
-  ::sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: a read at the prompt returns
+// /save and /load name a file on the compute host; a relative path means this directory.
+std::string absolute_path(const std::string& p) {
+  std::error_code ec;
+  const auto a = std::filesystem::absolute(p, ec);
+  return ec ? p : a.string();
+}
 
+// The conversation on an open session. Returns the signal that ended it (0: /quit or stdin ended).
+int converse(client::Client& c, client::Session& s, const ChatOptions& o) {
   if (!o.prompt.empty()) {
-    const client::Result r = turn(*s, o, o.prompt, true);
+    const client::Result r = turn(s, o, o.prompt, true);
     std::fprintf(stderr, "%s\n", figures(r).c_str());
-    if (o.stats) std::fprintf(stderr, "%s\n", c->stats().dump(2).c_str());
-    return;
+    if (o.stats) std::fprintf(stderr, "%s\n", c.stats().dump(2).c_str());
+    if (g_quit.load()) return g_quit_signal.load();
+    return r.stop_reason == "cancelled" ? SIGINT : 0;  // a one-shot reply cut by Ctrl-C exits as interrupted
   }
   const bool tty = ::isatty(0);
   bool first = true;
+  LineReader in;
   std::string line;
   for (;;) {
     if (tty) std::fputs("> ", stdout), std::fflush(stdout);
-    if (!std::getline(std::cin, line)) break;
+    if (!in.next(line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     try {
       if (line == "/quit" || line == "/exit") break;
       if (line == "/reset") {
-        s->reset();
+        s.reset();
         first = true;
         std::puts("(conversation reset)");
-        continue;
-      }
-      if (line == "/stats") {
-        std::printf("session %s\nengine  %s\n", s->stats().dump().c_str(), c->stats()["engine"].dump().c_str());
-        continue;
-      }
-      if (line.rfind("/save ", 0) == 0) {
-        std::printf("(saved %llu tokens)\n", (unsigned long long)s->save(line.substr(6)));
-        continue;
-      }
-      if (line.rfind("/load ", 0) == 0) {
-        std::printf("(loaded %llu tokens)\n", (unsigned long long)s->load(line.substr(6)));
+      } else if (line == "/stats") {
+        std::printf("session %s\nengine  %s\n", s.stats().dump().c_str(), c.stats()["engine"].dump().c_str());
+      } else if (line.rfind("/save ", 0) == 0) {
+        std::printf("(saved %llu tokens)\n", (unsigned long long)s.save(absolute_path(line.substr(6))));
+      } else if (line.rfind("/load ", 0) == 0) {
+        std::printf("(loaded %llu tokens)\n", (unsigned long long)s.load(absolute_path(line.substr(6))));
         first = false;
-        continue;
-      }
-      if (line[0] == '/') {
+      } else if (line[0] == '/') {
         std::puts("commands: /reset /stats /save PATH /load PATH /quit");
-        continue;
+      } else {
+        const client::Result r = turn(s, o, line, first);
+        first = false;
+        if (r.stop_reason == "cancelled") std::fputs("(cancelled)\n", stderr);
+        if (tty) std::fprintf(stderr, "%s\n", figures(r).c_str());
       }
-      const client::Result r = turn(*s, o, line, first);
-      first = false;
-      if (r.stop_reason == "cancelled") std::fputs("(cancelled)\n", stderr);
-      if (tty) std::fprintf(stderr, "%s\n", figures(r).c_str());
+      std::fflush(stdout);
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       // A lost compute ends the conversation; anything else (a refused request) does not.
       if (std::string(e.what()).find("went away") != std::string::npos) throw;
     }
+    if (g_quit.load()) break;
   }
+  return g_quit.load() ? g_quit_signal.load() : 0;
+}
+
+// Returns the signal that ended the chat (to be re-raised once everything is cleaned up), or 0.
+int run_chat(const ChatOptions& o) {
+  require(!(o.private_engine && !o.connect.empty()), "chat: --private and --connect exclude each other");
+  require(!o.private_engine || !o.model.empty(), "chat: --private needs --model M");
+  install_signal_handlers();
+  // Declared in this order so that the session closes before its connection, and the
+  // connection before the private instance stops.
+  std::unique_ptr<PrivateInstance> priv;
+  std::unique_ptr<client::Client> c;
+  std::optional<RunningInstance> inst;
+  if (!o.private_engine) inst = find_running_instance(o.connect, o.model);
+  if (inst) {
+    c = std::move(inst->client);
+    std::fprintf(stderr, "waste: connected to the instance at %s (%s)\n", inst->where.c_str(), inst->info.model.c_str());
+  } else {
+    if (o.model.empty())
+      throw Error("no instance answers at " + client::default_run_dir() +
+                  ": start one with `waste up MODEL`, or give --model M to start a private one for this chat");
+    PrivateInstanceOptions po;
+    po.model = o.model;
+    po.budget = o.budget;
+    po.context = o.context;
+    std::fprintf(stderr, "waste: starting a private instance of %s (waste-iod + waste-compute)...\n", o.model.c_str());
+    try {
+      priv = std::make_unique<PrivateInstance>(po, &g_quit);
+    } catch (const Error&) {
+      if (g_quit.load()) return g_quit_signal.load();  // interrupted while starting: already cleaned up
+      throw;
+    }
+    std::fprintf(stderr, "waste: private instance in %s (iod pid %d, compute pid %d); stopped when this chat ends\n",
+                 priv->run_dir().c_str(), int(priv->iod_pid()), int(priv->compute_pid()));
+    c = std::make_unique<client::Client>(priv->run_dir());
+  }
+  if (g_quit.load()) return g_quit_signal.load();
+  auto s = c->open_session(o.context);
+  return converse(*c, *s, o);
 }
 
 }  // namespace
@@ -137,16 +253,37 @@ void run_chat(const ChatOptions& o) {
 void register_chat_command(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
   o->sampling.max_tokens = 512;
-  CLI::App* cmd = app.add_subcommand("chat", "Chat with a running instance (waste up) over Engine RPC");
+  CLI::App* cmd = app.add_subcommand("chat", "Chat with a running instance (waste up), or a private one of --model M");
+  cmd->footer(
+      "Where it talks to: with --connect W, the instance at W (a run directory, socket or host:port; with --model\n"
+      "it must serve M). Otherwise the instance at the default run directory ($WASTE_RUN_DIR, else\n"
+      "$XDG_RUNTIME_DIR/waste, else /tmp/waste-UID) when one answers there and serves M (any model without\n"
+      "--model). Else, given --model M (or with --private), a private instance: waste-iod and waste-compute in a\n"
+      "temporary run directory, started for this chat and stopped when it ends (also on Ctrl-C at the prompt,\n"
+      "SIGTERM or an error). Replies go to stdout, status and figures to stderr.\n"
+      "Interactive commands: /reset /stats /save PATH /load PATH /quit. Ctrl-C during a reply cancels the reply\n"
+      "and keeps the conversation; Ctrl-C at the prompt leaves.");
   cmd->add_option("prompt", o->prompt, "One message; without it, an interactive conversation");
-  cmd->add_option("--connect", o->connect, "Run directory or socket of the instance (default: the default run dir)");
+  cmd->add_option("--model", o->model, "Container (.waste) to chat with: the running instance must serve it, else a private one runs it");
+  cmd->add_option("--connect", o->connect, "Run directory, socket or host:port of the instance (default: the default run dir)");
+  cmd->add_flag("--private", o->private_engine, "Always start a private instance of --model");
+  cmd->add_option("--budget", o->budget, "Expert cache of a private instance (bytes: 4G, 900M; default: iod's plan)");
+  cmd->add_option("--ctx", o->context, "Session context in tokens (default: the instance's)");
   cmd->add_option("--system", o->system, "System message");
   cmd->add_option("-n,--max-tokens", o->sampling.max_tokens, "Tokens per reply at most (512)");
   cmd->add_option("--temp", o->sampling.temperature, "Temperature (0: greedy)");
   cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling (1: off)");
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed");
   cmd->add_flag("--stats", o->stats, "Print the engine's statistics after a one-shot reply");
-  cmd->callback([o] { run_chat(*o); });
+  cmd->callback([o] {
+    const int sig = run_chat(*o);
+    if (sig != 0) {
+      // Everything is stopped and removed: now end the way the signal would have.
+      std::fflush(stdout);
+      ::signal(sig, SIG_DFL);
+      ::raise(sig);
+    }
+  });
 }
 
 }  // namespace waste::cli

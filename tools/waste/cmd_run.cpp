@@ -1,11 +1,18 @@
-// `waste run MODEL "prompt" -n N [--temp T] [--seed S] [--budget B] [--chat]`: streams the
-// generated text, then one line of figures (tokens, seconds, tok/s, expert hits/misses, GB read).
+// `waste run MODEL "prompt" -n N [--temp T] [--seed S] [--chat] [--connect W | --private]`:
+// streams the generated text, then one line of figures (tokens, seconds, tok/s, expert
+// hits/misses, GB read) on stderr. Where it runs (tools/waste/running_instance.h):
+//  - `--connect W`: through the instance at W over Engine RPC (it must serve MODEL);
+//  - `--private`, `--run-dir`, `--no-iod`, `--budget`, `--slots`, `--working-sets`: the engine
+//    in this process (those options describe that private engine);
+//  - otherwise through the instance at the default run directory when it answers and serves
+//    MODEL, else in this process (with a private waste-iod).
 #include <cstdio>
 #include <string>
 
 #include "shared/util/error.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
+#include "tools/waste/running_instance.h"
 
 namespace waste::cli {
 
@@ -15,10 +22,62 @@ struct RunOptions {
   EngineCliOptions engine;
   std::string prompt, system;
   SamplingParams sampling;
-  bool chat = false, show_prompt_ids = false;
+  bool chat = false;
+  std::string connect;
+  bool private_engine = false;
+  bool context_given = false;  // --ctx on the command line: asked of a running instance too
 };
 
-void run_generate(RunOptions o) {
+// The line after the text, on stderr: the same figures whichever way the engine ran.
+void print_figures(uint64_t tokens, double decode_s, double tok_per_s, uint64_t prompt_tokens, double prefill_s,
+                   uint64_t hits, uint64_t misses, uint64_t bytes, const std::string& path, const std::string& stop) {
+  std::printf("\n");
+  std::fflush(stdout);  // the text line ends before the figures (on stderr) start
+  std::fprintf(stderr,
+               "%llu tokens, %.2f s, %.2f tok/s (prompt %llu tokens in %.2f s), experts: %llu hits / %llu misses, "
+               "%.3f GB read [%s; stop: %s]\n",
+               (unsigned long long)tokens, decode_s, tok_per_s, (unsigned long long)prompt_tokens, prefill_s,
+               (unsigned long long)hits, (unsigned long long)misses, double(bytes) / 1e9, path.c_str(), stop.c_str());
+}
+
+void stream_text(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Through a running instance: the same prompt (compute adds bos to a plain prompt opening a
+// session, as the in-process path does) and the same output.
+void run_connected(const RunOptions& o, RunningInstance& inst) {
+  client::Request r;
+  if (o.chat) {
+    r.kind = client::Request::Kind::Chat;
+    if (!o.system.empty()) r.chat.emplace_back("system", o.system);
+    r.chat.emplace_back("user", o.prompt);
+  } else {
+    r.kind = client::Request::Kind::Text;
+    r.text = o.prompt;
+  }
+  require(o.sampling.max_tokens >= 0 && o.sampling.top_k >= 0, "run: --max-tokens and --top-k must be >= 0");
+  r.max_tokens = uint32_t(o.sampling.max_tokens);
+  r.temperature = o.sampling.temperature;
+  r.top_k = uint32_t(o.sampling.top_k);
+  r.top_p = o.sampling.top_p;
+  r.min_p = o.sampling.min_p;
+  r.repetition_penalty = o.sampling.repetition_penalty;
+  r.seed = o.sampling.seed;
+  r.stop = o.sampling.stop;
+  auto s = inst.client->open_session(o.context_given ? uint32_t(o.engine.context) : 0);
+  if (!o.chat) std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  const client::Result st = s->generate(r, [](int32_t, std::string_view text) {
+    stream_text(text);
+    return true;
+  });
+  print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens, st.prefill_seconds, st.hits, st.misses,
+                st.bytes_read, "instance at " + inst.where + ": " + inst.info.expert_path, st.stop_reason);
+}
+
+void run_in_process(const RunOptions& o) {
   EngineHandle h(o.engine);
   Engine& e = h.engine();
   std::vector<int32_t> prompt;
@@ -38,18 +97,25 @@ void run_generate(RunOptions o) {
   if (!o.chat) std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
   const GenerateStats st = e.generate(s, prompt, o.sampling, [](int32_t, std::string_view text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    stream_text(text);
     return true;
   });
-  std::printf("\n");
-  std::fflush(stdout);  // the text line ends before the figures (on stderr) start
-  std::fprintf(stderr,
-               "%lld tokens, %.2f s, %.2f tok/s (prompt %lld tokens in %.2f s), experts: %llu hits / %llu misses, "
-               "%.3f GB read [%s; stop: %s]\n",
-               (long long)st.tokens, st.decode_seconds, st.decode_tok_per_s(), (long long)st.prompt_tokens,
-               st.prefill_seconds, (unsigned long long)st.experts.hits, (unsigned long long)st.experts.misses,
-               double(st.experts.bytes_read) / 1e9, h.expert_path().c_str(), st.stop_reason.c_str());
+  print_figures(uint64_t(st.tokens), st.decode_seconds, st.decode_tok_per_s(), uint64_t(st.prompt_tokens),
+                st.prefill_seconds, st.experts.hits, st.experts.misses, st.experts.bytes_read, h.expert_path(),
+                st.stop_reason);
+}
+
+void run_generate(const RunOptions& o) {
+  const EngineCliOptions& e = o.engine;
+  const bool private_only = o.private_engine || e.no_iod || !e.run_dir.empty() || !e.budget.empty() || e.slots > 0 ||
+                            e.working_sets > 0;
+  require(!(private_only && !o.connect.empty()),
+          "run: --connect talks to a running instance; --private/--run-dir/--no-iod/--budget/--slots/--working-sets "
+          "describe an engine in this process: use one or the other");
+  if (!private_only) {
+    if (auto inst = find_running_instance(o.connect, o.engine.model)) return run_connected(o, *inst);
+  }
+  run_in_process(o);
 }
 
 }  // namespace
@@ -57,7 +123,15 @@ void run_generate(RunOptions o) {
 void register_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streamed as it is produced");
+  cmd->footer(
+      "Where it runs: with --connect W, through the instance at W (a run directory, socket or host:port; it must\n"
+      "serve MODEL). Otherwise through the instance at the default run directory ($WASTE_RUN_DIR, else\n"
+      "$XDG_RUNTIME_DIR/waste, else /tmp/waste-UID) when one answers there and serves MODEL; else (or with\n"
+      "--private, --run-dir, --no-iod, --budget, --slots, --working-sets) the engine runs in this process, with a\n"
+      "private waste-iod unless --run-dir has one or --no-iod. The text goes to stdout, the figures to stderr.");
   add_engine_options(cmd, o->engine);
+  cmd->add_option("--connect", o->connect, "Run through the running instance at this run directory / socket / host:port");
+  cmd->add_flag("--private", o->private_engine, "Never use a running instance: run the engine in this process");
   cmd->add_option("prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--max-tokens", o->sampling.max_tokens, "Tokens to generate at most (256)");
   cmd->add_option("--temp", o->sampling.temperature, "Temperature (0: greedy)");
@@ -69,7 +143,10 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--stop", o->sampling.stop, "Stop before this string (repeatable)");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (user turn + assistant prompt)");
   cmd->add_option("--system", o->system, "System message with --chat");
-  cmd->callback([o] { run_generate(*o); });
+  cmd->callback([o, cmd] {
+    o->context_given = cmd->count("--ctx") > 0;
+    run_generate(*o);
+  });
 }
 
 }  // namespace waste::cli

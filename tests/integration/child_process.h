@@ -1,0 +1,134 @@
+// A child process for integration tests that talk to a program while it runs: its stdin is a
+// pipe the test writes lines to, its stdout and stderr are read apart, and the test waits
+// (bounded) for what it expects to appear in them, then signals it or waits for its exit.
+#pragma once
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace waste::test {
+
+class ChildProcess {
+ public:
+  // argv[0] is looked up in PATH; env: variables set (or, with an empty value, unset) for it.
+  explicit ChildProcess(const std::vector<std::string>& argv,
+                        const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    ::signal(SIGPIPE, SIG_IGN);  // a write to a child that has exited fails instead of killing the test
+    int in[2], out[2], err[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return;
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      for (const auto& [k, v] : env) v.empty() ? ::unsetenv(k.c_str()) : ::setenv(k.c_str(), v.c_str(), 1);
+      ::execvp(cargv[0], cargv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]), ::close(out[1]), ::close(err[1]);
+    in_ = in[1], out_ = out[0], err_ = err[0];
+    if (pid_ < 0) close_all();
+  }
+  ~ChildProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    close_all();
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  const std::string& out() const { return out_text_; }
+  const std::string& err() const { return err_text_; }
+
+  bool write(const std::string& s) {
+    if (in_ < 0) return false;
+    size_t done = 0;
+    while (done < s.size()) {
+      const ssize_t n = ::write(in_, s.data() + done, s.size() - done);
+      if (n <= 0) return false;
+      done += size_t(n);
+    }
+    return true;
+  }
+  void close_stdin() {
+    if (in_ >= 0) ::close(in_), in_ = -1;
+  }
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+
+  // Reads the child's output until done() holds (true) or timeout_s passes / the output ends (false).
+  bool wait_for(const std::function<bool()>& done, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (!done()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !read_some(int(left.count()))) return done();
+    }
+    return true;
+  }
+  // Reads to the end of its output, then reaps it: the exit status, 128 + signal when a signal
+  // ended it, -2 when it did not end within timeout_s (it is killed then).
+  int wait_exit(double timeout_s) {
+    wait_for([] { return false; }, timeout_s);
+    if (pid_ <= 0) return status_;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(1.0);
+    int st = 0;
+    pid_t r;
+    // The pipes closed; the exit itself follows at once (bounded poll for the zombie).
+    while ((r = ::waitpid(pid_, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
+    if (r != pid_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      return status_ = -2;
+    }
+    pid_ = -1;
+    return status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+
+ private:
+  // One poll round; false when both outputs have ended or the wait timed out.
+  bool read_some(int timeout_ms) {
+    if (out_ < 0 && err_ < 0) return false;
+    pollfd p[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    const int r = ::poll(p, 2, timeout_ms);
+    if (r <= 0) return r < 0 && errno == EINTR;
+    for (int i = 0; i < 2; ++i) {
+      if (!p[i].revents) continue;
+      char buf[4096];
+      const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      int& fd = i == 0 ? out_ : err_;
+      if (n > 0) (i == 0 ? out_text_ : err_text_).append(buf, size_t(n));
+      else if (n == 0 || errno != EINTR) ::close(fd), fd = -1;
+    }
+    return true;
+  }
+  void close_all() {
+    for (int* fd : {&in_, &out_, &err_})
+      if (*fd >= 0) ::close(*fd), *fd = -1;
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  int status_ = -1;
+  std::string out_text_, err_text_;
+};
+
+}  // namespace waste::test

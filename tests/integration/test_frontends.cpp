@@ -1,0 +1,240 @@
+// `waste run` and `waste chat` with real processes: through a running instance (--connect or the
+// default run directory), the fallback to a private instance (same greedy text, nothing left
+// behind), the refusal of an instance serving another model, and Ctrl-C / SIGTERM handling of
+// an interactive chat driven through a pipe.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "shared/ipc/shm_segment.h"
+#include "tests/integration/child_process.h"
+#include "tests/integration/test_engine_instance.h"
+
+using namespace waste;
+using namespace waste::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs `waste ARGS` to its end with the given environment; stdout and stderr apart.
+struct Ran {
+  int status = -1;
+  std::string out, err;
+};
+Ran run_waste(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env,
+          double timeout_s = 300) {
+  std::vector<std::string> argv = {waste_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess p(argv, env);
+  p.close_stdin();
+  Ran r;
+  r.status = p.wait_exit(timeout_s);
+  r.out = p.out();
+  r.err = p.err();
+  return r;
+}
+
+// The pids and run directory the chat reports for its private instance.
+struct PrivateSeen {
+  int iod = -1, compute = -1;
+  std::string run_dir;
+};
+PrivateSeen private_seen(const std::string& err) {
+  PrivateSeen s;
+  std::smatch m;
+  if (std::regex_search(err, m, std::regex("private instance in (\\S+) \\(iod pid (\\d+), compute pid (\\d+)\\)"))) {
+    s.run_dir = m[1];
+    s.iod = std::stoi(m[2]);
+    s.compute = std::stoi(m[3]);
+  }
+  return s;
+}
+
+bool alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
+
+// Nothing of a private instance is left: its processes, its run directory (the only thing
+// it made under `tmpdir`), its shared memory segment.
+void check_nothing_left(const PrivateSeen& s, const std::string& tmpdir) {
+  REQUIRE_MESSAGE(s.iod > 0, "no private instance was reported");
+  CHECK_FALSE(alive(s.iod));
+  CHECK_FALSE(alive(s.compute));
+  CHECK_FALSE(fs::exists(s.run_dir));
+  CHECK(fs::is_empty(tmpdir));
+  std::string prefix = ipc::segment_name(ipc::instance_id_for(s.run_dir), 0);
+  prefix = prefix.substr(0, prefix.size() - 16);
+  for (const auto& e : fs::directory_iterator("/dev/shm"))
+    CHECK_MESSAGE(e.path().filename().string().rfind(prefix, 0) != 0, e.path().string());
+}
+
+size_t count_of(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+// The JSON after "session " in /stats output, the last one printed.
+nlohmann::json last_session_stats(const std::string& out) {
+  const size_t at = out.rfind("session {");
+  if (at == std::string::npos) return {};
+  const size_t end = out.find('\n', at);
+  return nlohmann::json::parse(out.substr(at + 8, end - at - 8), nullptr, false);
+}
+
+}  // namespace
+
+TEST_CASE("waste chat: one-shot through the running instance; --model falls back to a private one with the same text") {
+  Instance inst("--ctx 512");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp, nowhere;
+  const std::string prompt = "Tell me a story";
+  const std::vector<std::string> args = {"chat", prompt, "-n", "12", "--model", inst.model()};
+
+  // The default run directory holds the instance: used without --connect.
+  const Ran via_default = run_waste(args, {{"WASTE_RUN_DIR", inst.run_dir()}});
+  REQUIRE_MESSAGE(via_default.status == 0, via_default.err);
+  CHECK(via_default.err.find("connected to the instance at " + inst.run_dir()) != std::string::npos);
+  CHECK(via_default.err.find("+12 tokens") != std::string::npos);
+  const std::string text = via_default.out;
+  CHECK(text.size() > 1);
+  // --connect names it explicitly; same greedy reply.
+  std::vector<std::string> connect = {"chat", prompt, "-n", "12", "--connect", inst.run_dir()};
+  const Ran via_connect = run_waste(connect, {{"WASTE_RUN_DIR", nowhere.path()}});
+  REQUIRE_MESSAGE(via_connect.status == 0, via_connect.err);
+  CHECK(via_connect.out == text);
+
+  // Nothing runs at the default run directory: a private instance, the same reply, nothing left.
+  const Ran priv = run_waste(args, {{"WASTE_RUN_DIR", nowhere.path()}, {"TMPDIR", tmp.path()}});
+  REQUIRE_MESSAGE(priv.status == 0, priv.err);
+  CHECK(priv.out == text);
+  check_nothing_left(private_seen(priv.err), tmp.path());
+
+  // Without --model and no instance: an error that says what to do, no private instance.
+  const Ran none = run_waste({"chat", prompt}, {{"WASTE_RUN_DIR", nowhere.path()}, {"TMPDIR", tmp.path()}});
+  CHECK(none.status == 1);
+  CHECK(none.err.find("--model") != std::string::npos);
+  CHECK(fs::is_empty(tmp.path()));
+
+  // An instance that serves another container (a copy elsewhere): --connect refuses, the
+  // default run directory says so and falls back to a private instance of the copy.
+  const std::string copy = tmp / "copy.waste";
+  fs::copy(inst.model(), copy, fs::copy_options::recursive);
+  connect.insert(connect.end(), {"--model", copy});
+  const Ran refused = run_waste(connect, {{"WASTE_RUN_DIR", nowhere.path()}});
+  CHECK(refused.status == 1);
+  CHECK_MESSAGE(refused.err.find("not " + copy) != std::string::npos, refused.err);
+  TempDir tmp2;
+  const Ran other = run_waste({"chat", prompt, "-n", "12", "--model", copy}, {{"WASTE_RUN_DIR", inst.run_dir()}, {"TMPDIR", tmp2.path()}});
+  REQUIRE_MESSAGE(other.status == 0, other.err);
+  CHECK(other.err.find("using a private engine") != std::string::npos);
+  CHECK(other.out == text);  // the same container bytes: the same greedy reply
+  check_nothing_left(private_seen(other.err), tmp2.path());
+}
+
+TEST_CASE("waste run: through a running instance gives the same greedy text as the engine in-process") {
+  Instance inst("--ctx 512");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir nowhere;
+  const std::vector<std::pair<std::string, std::string>> no_instance = {{"WASTE_RUN_DIR", nowhere.path()}};
+  for (const bool chat : {false, true}) {
+    CAPTURE(chat);
+    std::vector<std::string> base = {"run", inst.model(), "Once upon a time", "-n", "16", "--no-progress"};
+    if (chat) base.push_back("--chat");
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> a = base;
+      a.insert(a.end(), extra.begin(), extra.end());
+      return a;
+    };
+    const Ran local = run_waste(with({"--private"}), no_instance);
+    REQUIRE_MESSAGE(local.status == 0, local.err);
+    CHECK(local.err.find("private iod") != std::string::npos);
+    const Ran remote = run_waste(with({"--connect", inst.run_dir()}), no_instance);
+    REQUIRE_MESSAGE(remote.status == 0, remote.err);
+    CHECK(remote.err.find("instance at " + inst.run_dir()) != std::string::npos);
+    CHECK(remote.out == local.out);
+    // The same figures line (the private iod logs to stderr before it).
+    CHECK(("\n" + local.err).find("\n16 tokens, ") != std::string::npos);
+    CHECK(remote.err.find("16 tokens, ") == 0);
+    if (!chat) CHECK(remote.out.rfind("Once upon a time", 0) == 0);
+    // No --connect: the default run directory's instance serves this model, so it is used.
+    const Ran found = run_waste(base, {{"WASTE_RUN_DIR", inst.run_dir()}});
+    REQUIRE_MESSAGE(found.status == 0, found.err);
+    CHECK(found.err.find("instance at " + inst.run_dir()) != std::string::npos);
+    CHECK(found.out == local.out);
+  }
+  // An explicit --connect with options of an in-process engine is a contradiction.
+  const Ran both = run_waste({"run", inst.model(), "x", "--connect", inst.run_dir(), "--no-iod"}, no_instance);
+  CHECK(both.status == 1);
+  CHECK(both.err.find("--connect") != std::string::npos);
+}
+
+TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats; /quit exits 0") {
+  Instance inst("--ctx 4096");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  ChildProcess chat({waste_bin(), "chat", "--connect", inst.run_dir(), "-n", "3000"});
+  REQUIRE(chat.started());
+  nlohmann::json before;
+  for (int round = 1; round <= 2; ++round) {
+    CAPTURE(round);
+    const size_t out_at = chat.out().size(), cancelled = count_of(chat.err(), "(cancelled)");
+    REQUIRE(chat.write(round == 1 ? "Tell me a very long story\n" : "Go on\n"));
+    // The reply has started streaming (first bytes), then Ctrl-C.
+    REQUIRE_MESSAGE(chat.wait_for([&] { return chat.out().size() > out_at; }, 60), chat.err());
+    chat.signal(SIGINT);
+    REQUIRE_MESSAGE(chat.wait_for([&] { return count_of(chat.err(), "(cancelled)") > cancelled; }, 60),
+                    chat.err());
+    // The same session answers the next line: its figures grew by this round's reply.
+    const size_t stats_at = chat.out().size();
+    REQUIRE(chat.write("/stats\n"));
+    REQUIRE(chat.wait_for([&] { return chat.out().find("engine  {", stats_at) != std::string::npos &&
+                                       chat.out().back() == '\n'; }, 60));
+    const nlohmann::json s = last_session_stats(chat.out());
+    REQUIRE_MESSAGE(s.is_object(), chat.out());
+    CHECK(s["requests"] == round);
+    CHECK(s["generating"] == false);
+    CHECK(s["tokens"].get<uint64_t>() < 3000 * uint64_t(round));  // cut short
+    if (round == 2) {
+      CHECK(s["id"] == before["id"]);
+      CHECK(s["tokens"].get<uint64_t>() > before["tokens"].get<uint64_t>());
+      CHECK(s["position"].get<uint64_t>() > before["position"].get<uint64_t>());
+    } else {
+      CHECK(s["tokens"].get<uint64_t>() > 0);
+    }
+    before = s;
+  }
+  REQUIRE(chat.write("/quit\n"));
+  CHECK(chat.wait_exit(60) == 0);
+}
+
+TEST_CASE("waste chat: a private instance is stopped and removed on SIGTERM mid-reply and on Ctrl-C at the prompt") {
+  TempDir models;
+  const std::string model = models / "tiny.waste";
+  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  TempDir nowhere;
+  for (const int sig : {SIGTERM, SIGINT}) {
+    CAPTURE(sig);
+    TempDir tmp;
+    ChildProcess chat({waste_bin(), "chat", "--model", model, "-n", "3000"},
+                      {{"WASTE_RUN_DIR", nowhere.path()}, {"TMPDIR", tmp.path()}});
+    REQUIRE(chat.started());
+    REQUIRE_MESSAGE(chat.wait_for([&] { return private_seen(chat.err()).compute > 0; }, 120), chat.err());
+    const PrivateSeen seen = private_seen(chat.err());
+    CHECK(alive(seen.iod));
+    CHECK(alive(seen.compute));
+    CHECK(fs::exists(seen.run_dir + "/compute.sock"));
+    if (sig == SIGTERM) {
+      // Mid-reply: the reply streams, then SIGTERM.
+      REQUIRE(chat.write("Tell me a very long story\n"));
+      REQUIRE_MESSAGE(chat.wait_for([&] { return !chat.out().empty(); }, 60), chat.err());
+    } else {
+      // At the prompt: a command answered, so the chat is waiting for the next line.
+      REQUIRE(chat.write("/stats\n"));
+      REQUIRE(chat.wait_for([&] { return chat.out().find("engine  {") != std::string::npos; }, 60));
+    }
+    chat.signal(sig);
+    CHECK(chat.wait_exit(60) == 128 + sig);  // ends the way the signal would, after cleaning up
+    check_nothing_left(seen, tmp.path());
+  }
+}
