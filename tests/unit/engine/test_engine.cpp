@@ -1,6 +1,7 @@
 // The Engine on a real container: a fixture written losslessly (f32) is opened, the trunk
 // loaded, the embedding read per token from disk, and generate() reproduces the fixture's
-// reference greedy continuation; chunked prefill matches the reference logits; stop reasons.
+// reference greedy continuation; chunked prefill matches the reference logits; stop reasons;
+// the compute service's batched steps (fair to decoders, tokens as alone, cancel).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 
 #include "compute/engine.h"
 #include "compute/experts/resident_experts.h"
+#include "compute/server/engine_service.h"
 #include "shared/container/writer.h"
 #include "shared/hf/checkpoint.h"
 #include "shared/model/tensors.h"
@@ -174,4 +177,88 @@ TEST_CASE("engine: stop reasons and context limits") {
   bad.prefill_chunk = 0;
   CHECK_THROWS_AS(Engine{bad}, Error);
   CHECK_THROWS_AS(Engine{options(f.tmp + "/missing.waste")}, Error);
+}
+
+namespace {
+
+// One request through the service; the result once its done callback ran.
+struct Request {
+  std::vector<int32_t> ids;
+  std::promise<server::GenerateOutcome> outcome;
+  std::function<void(int32_t)> on_token;  // extra work per token, on the worker thread
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+
+  void submit(server::EngineService& svc, uint64_t session, std::vector<int32_t> prompt, int n) {
+    SamplingParams p;  // greedy
+    p.max_tokens = n;
+    server::GenerateCallbacks cb;
+    cb.token = [this](int32_t id, std::string) {
+      if (id < 0) return;
+      ids.push_back(id);
+      if (on_token) on_token(id);
+    };
+    cb.done = [this](server::GenerateOutcome o) { outcome.set_value(std::move(o)); };
+    svc.generate(session, std::move(prompt), p, cancel, std::move(cb));
+  }
+  server::GenerateOutcome wait() { return outcome.get_future().get(); }
+};
+
+}  // namespace
+
+TEST_CASE("service: sessions decode in shared steps, a long prefill does not starve a decoder, tokens as alone") {
+  Fixture f;
+  server::ServiceOptions o;
+  o.model = f.model;
+  o.context = 64;
+  o.prefill_chunk = 4;
+  server::EngineService svc(o);
+  const std::vector<int32_t> long_prompt(f.prompt.begin(), f.prompt.begin() + 24);  // 6 chunks
+  const std::vector<int32_t> short_prompt(f.prompt.begin() + 3, f.prompt.begin() + 5);
+
+  // Alone, one after the other.
+  Request ya, xa;
+  ya.submit(svc, svc.open(0), short_prompt, 30);
+  REQUIRE(ya.wait().error.empty());
+  xa.submit(svc, svc.open(0), long_prompt, 12);
+  REQUIRE(xa.wait().error.empty());
+  CHECK(xa.ids == std::vector<int32_t>(f.greedy.begin(), f.greedy.begin() + 12));
+  const server::ServiceStats st0 = svc.stats();
+  CHECK(st0.max_batch == 1);
+
+  // Together: Y decodes; on its first token it submits X's long prompt (6 prefill chunks). Every
+  // step takes Y's next token and one chunk of X: Y gets a token in each of X's prefill steps.
+  const uint64_t ys = svc.open(0), xs = svc.open(0);
+  Request y, x;
+  size_t y_tokens_at_x_first = 0;
+  x.on_token = [&](int32_t) {
+    if (y_tokens_at_x_first == 0) y_tokens_at_x_first = y.ids.size();
+  };
+  y.on_token = [&](int32_t) {
+    if (y.ids.size() == 1) x.submit(svc, xs, long_prompt, 12);
+  };
+  y.submit(svc, ys, short_prompt, 30);
+  const server::GenerateOutcome oy = y.wait(), ox = x.wait();
+  REQUIRE_MESSAGE(oy.error.empty(), oy.error);
+  REQUIRE_MESSAGE(ox.error.empty(), ox.error);
+  CHECK(y.ids == ya.ids);
+  CHECK(x.ids == xa.ids);
+  // Y's first token, then one per X prefill step (6), then the step of X's first token, in which
+  // Y's token comes first.
+  CHECK(y_tokens_at_x_first == 1 + 6 + 1);
+  const server::ServiceStats st = svc.stats();
+  CHECK(st.max_batch == 2);
+  // Y feeds in 30 steps (its prompt, then 29 of its 30 tokens: the last is not fed), X in 17
+  // (6 chunks, 11 tokens), all of X's inside Y's: 30 steps, 47 sessions in them.
+  CHECK(st.batches - st0.batches == 30);
+  CHECK(st.batched_sessions - st0.batched_sessions == 47);
+
+  // Cancelled on its first token: ends "cancelled" after that token; the other goes on.
+  Request c, d;
+  c.on_token = [&](int32_t) { c.cancel->store(true); };
+  c.submit(svc, svc.open(0), short_prompt, 30);
+  d.submit(svc, svc.open(0), short_prompt, 5);
+  CHECK(c.wait().stop_reason == "cancelled");
+  CHECK(c.ids.size() == 1);
+  CHECK(d.wait().stop_reason == "max_tokens");
+  CHECK(d.ids == std::vector<int32_t>(ya.ids.begin(), ya.ids.begin() + 5));
 }
