@@ -66,6 +66,8 @@ void ForecastPolicy::reset(uint32_t slots) {
   far_.assign(kClasses, 0.0f);
   for (uint32_t c = 0; c < kClasses; ++c) set_far(c);
   routed_.assign(geometry_.experts_per_layer(), 0);
+  current_.clear();
+  position_ = L - 1;
   slot_key_.assign(slots, kNoSlot);
   key_slot_.assign(keys, kNoSlot);
   slot_class_.assign(slots, kFreeSlot);
@@ -91,8 +93,13 @@ void ForecastPolicy::set_far(uint32_t c) {
 
 void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts) {
   const uint32_t pos = geometry_.position(layer), E = geometry_.experts_per_layer(), L = geometry_.moe_layer_count();
+  for (uint32_t e : current_) routed_[e] = 0;
+  current_.clear();
   for (uint32_t e : experts)
-    if (e < E) routed_[e] = 1;
+    if (e < E && !routed_[e]) {
+      routed_[e] = 1;
+      current_.push_back(e);
+    }
   // One sample per key of the layer: its class before this visit, and whether it was routed to.
   // Most keys share a few classes: the samples are summed per class first, then each touched
   // class (and its parent) is updated once.
@@ -133,8 +140,7 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
   }
   for (uint32_t c : touched_list_) set_far(c);
   touched_list_.clear();
-  for (uint32_t e : experts)
-    if (e < E) routed_[e] = 0;
+  position_ = pos;
   // Classes not sampled at this visit follow their parents' new estimates once per token.
   if (pos == 0)
     for (uint32_t c = 0; c < kClasses; ++c) set_far(c);
@@ -191,6 +197,7 @@ double ForecastPolicy::use_probability(ExpertKey key) const { return p_[class_[g
 uint32_t ForecastPolicy::choose_victim(const EvictableFn& evictable) {
   uint32_t best = kNoSlot;
   float best_score = 0;
+  const uint32_t E = geometry_.experts_per_layer();
   const uint32_t n = uint32_t(slot_class_.size());
   for (uint32_t s = 0; s < n; ++s) {
     const uint16_t c = slot_class_[s];
@@ -204,6 +211,9 @@ uint32_t ForecastPolicy::choose_victim(const EvictableFn& evictable) {
     // Expected visits until the next use; ties go to the lower slot (deterministic), and
     // evictable() is only asked about a candidate that would win.
     float score = float(distance_[slot_pos_[s]]) + far;
+    // A record the layer being fetched still has to pin is needed now, not a cycle from now:
+    // it goes only when nothing else can (every other score is at least 1).
+    if (slot_pos_[s] == position_ && routed_[slot_key_[s] % E]) score = 0.0f;
     if ((best == kNoSlot || score > best_score) && evictable(s)) {
       best = s;
       best_score = score;

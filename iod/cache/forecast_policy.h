@@ -78,7 +78,9 @@ class ForecastPolicy final : public CachePolicy {
     return (cls / ((1u << kRecentBits) * kCountBuckets)) * (1u << kRecentBits) + cls % (1u << kRecentBits);
   }
   std::vector<float> far_;             // per class: L * (1/p - 1), the expected further visits
-  std::vector<uint8_t> routed_;        // scratch: the experts of the layer being visited
+  std::vector<uint8_t> routed_;        // per expert: routed to by the current layer visit
+  std::vector<uint32_t> current_;      // the experts with routed_ set
+  uint32_t position_ = 0;              // cycle position of the layer visited last
   std::vector<uint32_t> slot_key_;     // per slot: key index or kNoSlot
   std::vector<uint32_t> key_slot_;     // per key: its slot or kNoSlot
   // Per slot: the key's class, or kFreeSlot (kept in step so the victim scan reads one array).

@@ -181,6 +181,28 @@ TEST_CASE("forecast: with equal estimates the record whose layer comes round las
   CHECK_EQ(miss.victim, ExpertKey{2, 1});
 }
 
+TEST_CASE("forecast never evicts a record the layer being fetched still has to pin") {
+  // Two MoE layers, 8 experts, 3 slots. Token 0: layer 0 routes 1 and 2, layer 1 routes 1.
+  CacheGeometry g = CacheGeometry::dense(2, 8, 2);
+  auto p = make_policy("forecast", g);
+  ExpertCache cache(g, 3, *p);
+  auto fetch = [&](uint32_t layer, std::vector<uint32_t> experts) {
+    cache.begin_layer(layer, experts);
+    std::vector<Acquired> out;
+    for (uint32_t e : experts) out.push_back(cache.acquire({layer, e}));
+    for (const Acquired& a : out) cache.unpin(a.slot);
+    return out;
+  };
+  fetch(0, {1, 2});
+  fetch(1, {1});
+  // Token 1, layer 0 routes 3 then 1. Acquiring 3 must not evict (0, 1), which has the longest
+  // distance to its next visit like every record of the current layer, but is needed next.
+  std::vector<Acquired> got = fetch(0, {3, 1});
+  REQUIRE(got[0].evicted);
+  CHECK_EQ(got[0].victim, ExpertKey{0, 2});
+  CHECK(got[1].hit);
+}
+
 TEST_CASE("forecast on a cyclic scan below one working set: LRU gets nothing, forecast the optimum") {
   // One layer, top-1, 3 experts in a loop A B C A B C ... (60 accesses) and 2 slots: LRU
   // always evicts the record needed next.
