@@ -234,8 +234,8 @@ TEST_CASE("forecast is deterministic") {
 }
 
 TEST_CASE("default policy on the real traces") {
-  // The measured figures (docs/MEASUREMENTS.md): forecast reaches 0.63-0.86 of Belady's
-  // optimum on Kimi-Linear, 0.64-1.0 on OLMoE; the bar (0.85 at every size) is not met
+  // The measured figures (docs/MEASUREMENTS.md): forecast reaches 0.64-0.86 of Belady's
+  // optimum on Kimi-Linear, 0.67-1.0 on OLMoE; the bar (0.85 at every size) is not met
   // below 8 working sets. These bounds hold the measured level with a small margin.
   struct Case {
     const char* file;
