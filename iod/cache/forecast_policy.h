@@ -10,15 +10,18 @@
 //   * the history (its last kRecentBits visits exactly, a bucket of the count over the older
 //     ones) and, when a usage file is loaded, the key's popularity bucket form a class;
 //   * at every visit of a layer, each key of that layer is one sample of its class: was it
-//     routed to at this visit? The per-class frequency is the probability p that the key's
-//     next visit uses it. Learned from this run's past only; counts halve from time to time so
-//     it follows a drifting workload.
+//     routed to at this visit? The per-class frequency (smoothed toward a coarser parent class
+//     while a class has few samples) is the probability p that the key's next visit uses it.
+//     Learned from this run's past only; counts halve from time to time so it follows a
+//     drifting workload.
 //
 // Eviction: the evictable key whose next use is expected furthest away, d + L * (1/p - 1)
 // visits (d, then a geometric number of further tokens), goes first. Among keys with equal p,
 // the one whose layer comes round last goes, as the cycle dictates; a demand-missed key with a
 // low p is the first to go once its layer is done (Belady's "bypass", after the record has
-// served the layer that needed it).
+// served the layer that needed it). A record the layer being fetched still has to pin goes
+// last. Prefetched records count as p >= prefetch until their layer's visit; pre-warmed ones
+// rank one token further away until a demand hits them.
 //
 // Cost: O(experts per layer) table updates per layer visit and a scan of the slots per miss
 // (two loads and an add per slot); docs/MEASUREMENTS.md has ns/access.
