@@ -256,9 +256,10 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
       }
       if (!error.empty()) {
         // Every session of the failed step is half-updated (the layers ran for all of them).
-        fail(j, error + (in_batch.size() > 1 ? " (in a step batched with " + std::to_string(in_batch.size() - 1) +
-                                                   " other sessions)"
-                                             : std::string()));
+        const size_t others = in_batch.size() - 1;
+        fail(j, error + (others > 0 ? " (in a step batched with " + std::to_string(others) + " other session" +
+                                          (others > 1 ? "s)" : ")")
+                                    : std::string()));
         ended[in_batch[k]] = true;
       } else if (!fed(j)) {
         ended[in_batch[k]] = true;
