@@ -73,7 +73,8 @@ void ForecastPolicy::reset(uint32_t slots) {
   slot_class_.assign(slots, kFreeSlot);
   slot_pos_.assign(slots, 0);
   slot_guess_.assign(slots, 0);
-  guesses_ = 0;
+  guess_until_.assign(slots, 0);
+  visits_ = 0;
   // Before the first token the last position was "just visited": layer 0 comes round next.
   distance_.assign(L, 0);
   for (uint32_t q = 0; q < L; ++q) distance_[q] = q + 1;
@@ -145,15 +146,7 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
   if (pos == 0)
     for (uint32_t c = 0; c < kClasses; ++c) set_far(c);
   for (uint32_t q = 0; q < L; ++q) distance_[q] = q > pos ? q - pos : q + L - pos;
-  // A prefetch guess holds until its layer's visit, which is now (a pre-warmed record stays a
-  // guess until a demand hits it).
-  if (guesses_ > 0) {
-    for (uint32_t s = 0; s < slot_key_.size(); ++s)
-      if (slot_guess_[s] == 1 && slot_pos_[s] == pos) {
-        slot_guess_[s] = 0;
-        --guesses_;
-      }
-  }
+  ++visits_;
 }
 
 void ForecastPolicy::on_hit(uint32_t slot, ExpertKey key) {
@@ -170,7 +163,6 @@ void ForecastPolicy::on_hit(uint32_t slot, ExpertKey key) {
   }
   slot_class_[slot] = class_[k];
   slot_pos_[slot] = geometry_.position(key.layer);
-  if (slot_guess_[slot] == 1) --guesses_;
   slot_guess_[slot] = 0;
 }
 
@@ -178,7 +170,8 @@ void ForecastPolicy::on_insert(uint32_t slot, ExpertKey key, InsertKind kind) {
   on_hit(slot, key);
   if (kind != InsertKind::Demand) {
     slot_guess_[slot] = kind == InsertKind::Prefetch ? 1 : 2;
-    if (kind == InsertKind::Prefetch) ++guesses_;
+    // A prefetch guess holds until its layer's next visit, distance_ visits from now.
+    if (kind == InsertKind::Prefetch) guess_until_[slot] = visits_ + distance_[slot_pos_[slot]];
   }
   // Demand: the history learns of the use at the layer's visit (on_fetch). Prewarm: only the
   // class (prior bucket, empty history) speaks for the record.
@@ -188,7 +181,6 @@ void ForecastPolicy::on_evict(uint32_t slot, ExpertKey) {
   if (slot_key_.at(slot) != kNoSlot) key_slot_[slot_key_[slot]] = kNoSlot;
   slot_key_[slot] = kNoSlot;
   slot_class_[slot] = kFreeSlot;
-  if (slot_guess_[slot] == 1) --guesses_;
   slot_guess_[slot] = 0;
 }
 
@@ -206,7 +198,7 @@ uint32_t ForecastPolicy::choose_victim(const EvictableFn& evictable) {
     // A prefetch is expected to be used at its layer's visit (prefetch_p); a pre-warmed record
     // that no visit has used yet is a guess: one token further away than its class says, so it
     // goes before a demanded record with the same estimate.
-    if (slot_guess_[s] == 1) far = std::min(far, prefetch_far_);
+    if (slot_guess_[s] == 1 && visits_ < guess_until_[s]) far = std::min(far, prefetch_far_);
     else if (slot_guess_[s] == 2) far += float(distance_.size());
     // Expected visits until the next use; ties go to the lower slot (deterministic), and
     // evictable() is only asked about a candidate that would win.

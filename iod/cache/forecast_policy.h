@@ -91,9 +91,10 @@ class ForecastPolicy final : public CachePolicy {
   static constexpr uint16_t kFreeSlot = 0xFFFF;
   static_assert(kClasses < kFreeSlot);
   std::vector<uint32_t> slot_pos_;     // per slot: cycle position of the key's layer
-  std::vector<uint8_t> slot_guess_;    // per slot: 1 = prefetched, its layer not visited since;
+  std::vector<uint8_t> slot_guess_;    // per slot: 1 = prefetched, not hit since;
                                        // 2 = pre-warmed, not hit since
-  uint32_t guesses_ = 0;               // slots with slot_guess_ == 1
+  std::vector<uint64_t> guess_until_;  // per slot: a prefetch guess holds while visits_ < this
+  uint64_t visits_ = 0;                // layer visits so far
   std::vector<uint32_t> distance_;     // per cycle position: visits until it next comes round
 };
 
