@@ -20,9 +20,10 @@ namespace waste::test {
 
 class ChildProcess {
  public:
-  // argv[0] is looked up in PATH; env: variables set (or, with an empty value, unset) for it.
+  // argv[0] is looked up in PATH; env: variables set (or, with an empty value, unset) for it;
+  // cwd: its working directory (empty: this one).
   explicit ChildProcess(const std::vector<std::string>& argv,
-                        const std::vector<std::pair<std::string, std::string>>& env = {}) {
+                        const std::vector<std::pair<std::string, std::string>>& env = {}, const std::string& cwd = "") {
     ::signal(SIGPIPE, SIG_IGN);  // a write to a child that has exited fails instead of killing the test
     int in[2], out[2], err[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return;
@@ -34,6 +35,7 @@ class ChildProcess {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
+      if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
       for (const auto& [k, v] : env) v.empty() ? ::unsetenv(k.c_str()) : ::setenv(k.c_str(), v.c_str(), 1);
       ::execvp(cargv[0], cargv.data());
       ::_exit(127);

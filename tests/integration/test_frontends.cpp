@@ -170,10 +170,11 @@ TEST_CASE("waste run: through a running instance gives the same greedy text as t
   CHECK(both.err.find("--connect") != std::string::npos);
 }
 
-TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats; /quit exits 0") {
+TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats, /save, /reset, /load; /quit exits 0") {
   Instance inst("--ctx 4096");
   REQUIRE_MESSAGE(inst.ok(), inst.why());
-  ChildProcess chat({waste_bin(), "chat", "--connect", inst.run_dir(), "-n", "3000"});
+  TempDir tmp;
+  ChildProcess chat({waste_bin(), "chat", "--connect", inst.run_dir(), "-n", "3000"}, {}, tmp.path());
   REQUIRE(chat.started());
   nlohmann::json before;
   for (int round = 1; round <= 2; ++round) {
@@ -204,6 +205,23 @@ TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats
     }
     before = s;
   }
+  // /save with a relative path writes beside the chat (not in compute's directory); /reset
+  // forgets; /load brings the conversation back.
+  auto answered = [&](const std::string& what, size_t from) {
+    return chat.wait_for([&] { return chat.out().find(what, from) != std::string::npos && chat.out().back() == '\n'; }, 60);
+  };
+  const std::string held = std::to_string(before["position"].get<uint64_t>());
+  size_t at = chat.out().size();
+  REQUIRE(chat.write("/save conversation.state\n"));
+  REQUIRE_MESSAGE(answered("(saved " + held + " tokens)", at), (chat.out() + chat.err()));
+  CHECK(fs::exists(tmp / "conversation.state"));
+  at = chat.out().size();
+  REQUIRE(chat.write("/reset\n/stats\n"));
+  REQUIRE(answered("engine  {", at));
+  CHECK(last_session_stats(chat.out())["position"] == 0);
+  at = chat.out().size();
+  REQUIRE(chat.write("/load conversation.state\n"));
+  REQUIRE_MESSAGE(answered("(loaded " + held + " tokens)", at), (chat.out() + chat.err()));
   REQUIRE(chat.write("/quit\n"));
   CHECK(chat.wait_exit(60) == 0);
 }

@@ -6,7 +6,7 @@
 // private instance of M (tools/waste/private_instance.h) started for this command and stopped
 // on every way out (end, error, Ctrl-C at the prompt, SIGTERM).
 // Signals: Ctrl-C during a reply cancels that reply and keeps the conversation; Ctrl-C at the
-// prompt and SIGTERM leave (after stopping a private instance). The handler only sets flags
+// prompt, SIGTERM and SIGHUP leave (after stopping a private instance). The handler only sets flags
 // and writes to a self-pipe that the prompt's poll() watches, so no signal is lost between a
 // check and a blocking read.
 #include <fcntl.h>
@@ -64,6 +64,7 @@ void install_signal_handlers() {
   sa.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the flags are looked at
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);  // the terminal closed: leave the same way
 }
 
 // Lines from stdin, or nothing once a quit signal arrived or stdin ended.
@@ -229,7 +230,7 @@ int run_chat(const ChatOptions& o) {
       throw Error("no instance answers at " + client::default_run_dir() +
                   ": start one with `waste up MODEL`, or give --model M to start a private one for this chat");
     PrivateInstanceOptions po;
-    po.model = o.model;
+    po.model = absolute_path(o.model);  // what compute reports back as its model
     po.budget = o.budget;
     po.context = o.context;
     std::fprintf(stderr, "waste: starting a private instance of %s (waste-iod + waste-compute)...\n", o.model.c_str());
