@@ -10,6 +10,9 @@ namespace waste {
 
 void dequantize_row(const MatrixView& w, int64_t r, float* out) {
   const int64_t n = w.cols;
+  if (w.format == TensorFormat::Q8G || w.format == TensorFormat::Q4G)
+    require(w.group > 0 && n % w.group == 0 && (w.format == TensorFormat::Q8G || w.group % 2 == 0),
+            "dequantize_row: cols not a whole number of (even, for q4g) groups");
   switch (w.format) {
     case TensorFormat::F32:
       std::memcpy(out, static_cast<const float*>(w.data) + r * n, size_t(n) * 4);
@@ -27,16 +30,25 @@ void dequantize_row(const MatrixView& w, int64_t r, float* out) {
     case TensorFormat::Q8G: {
       const auto* q = static_cast<const int8_t*>(w.data) + r * n;
       const uint16_t* s = w.scales + r * (n / w.group);
-      for (int64_t c = 0; c < n; ++c) out[c] = float(q[c]) * f16_to_f32(s[c / w.group]);
+      // One scale conversion per group (not per element): same values, a fraction of the time
+      // (MLA's absorbed query dequantizes W_UK row by row every token).
+      for (int64_t c0 = 0; c0 < n; c0 += w.group) {
+        const float scale = f16_to_f32(s[c0 / w.group]);
+        for (int64_t c = c0; c < c0 + w.group; ++c) out[c] = float(q[c]) * scale;
+      }
       return;
     }
     case TensorFormat::Q4G: {
       // Row r starts at element r*n; n is even for every Q4G tensor (groups are even).
       const auto* q = static_cast<const uint8_t*>(w.data) + r * n / 2;
       const uint16_t* s = w.scales + r * (n / w.group);
-      for (int64_t c = 0; c < n; ++c) {
-        int nib = (q[c / 2] >> ((c & 1) * 4)) & 0xf;
-        out[c] = float(nib - 8) * f16_to_f32(s[c / w.group]);
+      for (int64_t c0 = 0; c0 < n; c0 += w.group) {
+        const float scale = f16_to_f32(s[c0 / w.group]);
+        for (int64_t c = c0; c < c0 + w.group; c += 2) {
+          const uint8_t byte = q[c / 2];
+          out[c] = float(int(byte & 0xf) - 8) * scale;
+          out[c + 1] = float(int(byte >> 4) - 8) * scale;
+        }
       }
       return;
     }
