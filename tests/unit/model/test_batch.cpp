@@ -176,3 +176,43 @@ TEST_CASE("forward_batch: a refused batch changes no session; one item equals fo
   model.forward(r, {ok + 1, 1}, l2.data());
   CHECK(same_bits(l1.data(), l2.data(), V));
 }
+
+TEST_CASE("forward_batch: an expert source that fails mid-pass is an Error, and the layer's batch is ended") {
+  // Serves the first MoE layer, then fails as a vanished iod would.
+  class FailingExperts : public ExpertSource {
+   public:
+    explicit FailingExperts(ExpertSource& inner) : inner_(inner) {}
+    ExpertView expert(int layer, int expert) override { return inner_.expert(layer, expert); }
+    void fetch_layer(int layer, std::span<const int> experts) override {
+      if (++fetches > 1) {
+        failed = true;
+        throw Error("iod went away (test)");
+      }
+      ExpertSource::fetch_layer(layer, experts);
+    }
+    void end_layer() override {
+      ended_after_failure |= failed;
+      ExpertSource::end_layer();
+    }
+    int fetches = 0;
+    bool failed = false, ended_after_failure = false;
+
+   private:
+    ExpertSource& inner_;
+  };
+  const std::string dir = fixture_dir("kimi-linear");
+  Checkpoint ckpt = Checkpoint::open(dir);
+  CheckpointWeights weights(ckpt);
+  CheckpointExperts inner(ckpt);
+  FailingExperts experts(inner);
+  Model model = Model::create(weights, experts, ckpt.config());
+  REQUIRE(ckpt.config().moe_layers().size() >= 2);
+  const int64_t V = ckpt.config().vocab;
+  std::vector<float> l1(static_cast<size_t>(V)), l2(static_cast<size_t>(V));
+  Session a = model.new_session(8), b = model.new_session(8);
+  const int32_t t[2] = {3, 5};
+  const BatchItem items[] = {{&a, {t, 1}, l1.data()}, {&b, {t + 1, 1}, l2.data()}};
+  CHECK_THROWS_WITH_AS(model.forward_batch(items), doctest::Contains("iod went away"), Error);
+  CHECK(experts.fetches == 2);
+  CHECK(experts.ended_after_failure);  // the failed layer's batch was ended too (nothing left held)
+}
