@@ -251,10 +251,47 @@ TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the super
   MESSAGE("hit rate warm " << warm_rate << ", right after the compute restart " << after_rate);
   CHECK(after_rate >= warm_rate);
 
-  // kill -9 of iod: compute stays up and reattaches to the restarted iod.
+  // kill -9 of iod while two sessions decode in the same steps: both requests fail with the
+  // error, compute stays up and reattaches to the restarted iod.
   const int iod_pid = inst.pid_of("iod");
   REQUIRE(iod_pid > 0);
-  ::kill(iod_pid, SIGKILL);
+  {
+    std::mutex mu;
+    std::condition_variable cv;
+    int started = 0;
+    std::string errors[2];
+    auto run = [&](int k) {
+      try {
+        client::Client c(where);
+        auto s = c.open_session();
+        bool first = true;
+        s->generate(greedy(k == 0 ? "A long story" : "Another long story", 3000), [&](int32_t, std::string_view) {
+          if (first) {
+            first = false;
+            std::lock_guard lk(mu);
+            ++started;
+            cv.notify_all();
+          }
+          return true;
+        });
+      } catch (const Error& e) {
+        errors[k] = e.what();
+      }
+    };
+    std::thread t0(run, 0), t1(run, 1);
+    {
+      std::unique_lock lk(mu);
+      CHECK(cv.wait_for(lk, std::chrono::seconds(120), [&] { return started == 2; }));
+    }
+    ::kill(iod_pid, SIGKILL);
+    t0.join();
+    t1.join();
+    MESSAGE("after kill -9 of iod: [", errors[0], "] [", errors[1], "]");
+    CHECK_FALSE(errors[0].empty());
+    CHECK_FALSE(errors[1].empty());
+    CHECK((errors[0].find("batched with 1 other session") != std::string::npos ||
+           errors[1].find("batched with 1 other session") != std::string::npos));
+  }
   back = false;
   for (int i = 0; i < 600 && !back; ++i) {
     try {
