@@ -59,3 +59,21 @@ TEST_CASE("Belady from a pre-warmed start, computed by hand") {
   CHECK_EQ(simulate_belady(t, g, 2, true, warm).hits, 5);
   CHECK_EQ(simulate_belady(t, g, 2, false, warm).hits, 4);
 }
+
+TEST_CASE("the --simulate sweep: slots per working set, the policy's and the optimum's hit rates") {
+  RoutingTrace t = read_routing_trace(waste::cache::testing::shared_trace("olmoe-299.jsonl"));
+  CacheGeometry g = trace_geometry(t);
+  std::vector<double> ws = {0.5, 1};
+  std::vector<SweepRow> rows = sweep(t, kDefaultPolicy, ws);
+  REQUIRE_EQ(rows.size(), 2u);
+  CHECK_EQ(rows[0].slots, 64u);  // 0.5 x 16 layers x top-8
+  CHECK_EQ(rows[1].slots, 128u);
+  for (const SweepRow& r : rows) {
+    auto p = make_policy(kDefaultPolicy, g);
+    CHECK_EQ(r.hit_rate, simulate_policy(t, g, r.slots, *p).hit_rate());
+    CHECK_EQ(r.optimal_hit_rate, simulate_belady(t, g, r.slots, true).hit_rate());
+    CHECK_EQ(r.optimal_no_bypass_hit_rate, simulate_belady(t, g, r.slots, false).hit_rate());
+    CHECK_LE(r.optimal_no_bypass_hit_rate, r.optimal_hit_rate);
+    CHECK_LE(r.hit_rate, r.optimal_no_bypass_hit_rate);
+  }
+}
