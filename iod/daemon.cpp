@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <kj/async-unix.h>
@@ -44,6 +45,7 @@ void remove_stale_segments(uint64_t instance_id) {
 struct Hotlist {
   cache::KeyPrior prior;
   std::vector<cache::ExpertKey> hottest;
+  cache::UsageCounts counts;  // the file's counts, which this run keeps adding to
 };
 Hotlist hotlist(const Container& c, const cache::CacheGeometry& g) {
   std::string path = c.dir() + "/" + cache::kUsageFileName;
@@ -51,14 +53,64 @@ Hotlist hotlist(const Container& c, const cache::CacheGeometry& g) {
   try {
     cache::UsageCounts u = cache::read_usage_file(path);
     if (!u.matches(g) || (u.container_id != 0 && u.container_id != c.container_id())) {
-      spdlog::warn("iod: {} is for another container or shape; not using it", path);
+      spdlog::warn("iod: {} is for another container or shape; not using it (it will be replaced)", path);
       return {};
     }
-    return {u.prior(g), u.hottest(g.key_count())};
+    return {u.prior(g), u.hottest(g.key_count()), u};
   } catch (const Error& e) {
     spdlog::warn("iod: ignoring usage file: {}", e.what());
     return {};
   }
+}
+
+// Writes the demand counts back to the container's usage file (temp file + rename), when they
+// changed. A container directory iod may not write (read-only fixtures) is said once in the log.
+class UsageWriter {
+ public:
+  UsageWriter(Store& store, const Container& c, bool enabled)
+      : store_(store), path_(c.dir() + "/" + cache::kUsageFileName) {
+    writable_ = enabled && ::access(c.dir().c_str(), W_OK) == 0;
+    if (!enabled) {
+      spdlog::info("iod: --no-usage: the usage file is neither used nor saved");
+    } else if (!writable_)
+      spdlog::warn("iod: {} is not writable; usage counts will not be saved to {}", c.dir(), path_);
+  }
+  void save(const char* when) {
+    if (!writable_) return;
+    bool changed = false;
+    cache::UsageCounts u = store_.usage_snapshot(&changed);
+    if (!changed) return;
+    try {
+      cache::write_usage_file(path_, u);
+      spdlog::info("iod: usage counts ({} tokens) saved to {} ({})", u.tokens, path_, when);
+    } catch (const std::exception& e) {
+      spdlog::warn("iod: cannot save usage counts to {}: {}", path_, e.what());
+    }
+  }
+
+ private:
+  Store& store_;
+  std::string path_;
+  bool writable_ = false;
+};
+
+// Every kUsageSaveSeconds while serving (a daemon killed with -9 loses at most that much).
+constexpr uint64_t kUsageSaveSeconds = 60;
+kj::Promise<void> save_usage_periodically(kj::Timer& timer, UsageWriter& w) {
+  return timer.afterDelay(kUsageSaveSeconds * kj::SECONDS).then([&timer, &w] {
+    w.save("periodic");
+    return save_usage_periodically(timer, w);
+  });
+}
+
+// Test hook: WASTE_IOD_TEST_URING_FAIL_AFTER=N makes the io_uring ring fail after N reads.
+UringFaults uring_faults_from_env() {
+  UringFaults f;
+  if (const char* v = std::getenv("WASTE_IOD_TEST_URING_FAIL_AFTER"); v && *v) {
+    f.fail_submit_after_reads = std::strtoull(v, nullptr, 10);
+    spdlog::warn("iod: test hook: the io_uring ring fails after {} reads", f.fail_submit_after_reads);
+  }
+  return f;
 }
 
 }  // namespace
@@ -98,9 +150,12 @@ int run_daemon(const DaemonOptions& o) {
   so.io = o.io;
   so.queue_depth = std::max<uint32_t>(1, std::min<uint32_t>(o.queue_depth, 256));
   so.policy = o.policy.empty() ? cache::kDefaultPolicy : o.policy;
-  Hotlist hot = hotlist(container, g);
+  Hotlist hot = o.usage ? hotlist(container, g) : Hotlist{};
   so.prior = hot.prior;
+  so.usage = hot.counts;
+  so.uring_faults = uring_faults_from_env();
   Store store(container, ipc::segment_name(instance, container.container_id()), instance, so);
+  UsageWriter usage(store, container, o.usage);
   if (!o.trace.empty()) store.trace_start(o.trace);
   if (o.prewarm) {
     uint32_t n = store.prewarm(hot.hottest);
@@ -113,9 +168,11 @@ int run_daemon(const DaemonOptions& o) {
   auto stop = io.unixEventPort.onSignal(SIGTERM).exclusiveJoin(io.unixEventPort.onSignal(SIGINT));
   // A failure of the accept loop ends the daemon as well (then the signal promise is dropped).
   auto failed = serving.then([]() -> siginfo_t { return {}; });
-  siginfo_t sig = stop.exclusiveJoin(kj::mv(failed)).wait(io.waitScope);
+  auto saving = save_usage_periodically(io.provider->getTimer(), usage).then([]() -> siginfo_t { return {}; });
+  siginfo_t sig = stop.exclusiveJoin(kj::mv(failed)).exclusiveJoin(kj::mv(saving)).wait(io.waitScope);
   spdlog::info("iod: signal {} received, shutting down", sig.si_signo);
   store.shutdown();
+  usage.save("shutdown");
   if (!o.trace.empty()) store.trace_stop();
   return 0;
 }

@@ -15,6 +15,7 @@ struct DaemonOptions {
   std::string policy;
   std::string trace;            // trace every request from the start
   bool prewarm = true;
+  bool usage = true;            // use (prior, pre-warm) and save the container's usage file
 };
 
 // Runs until SIGTERM/SIGINT; returns the exit status. Throws Error for bad start-up input.

@@ -22,8 +22,12 @@ int main(int argc, char** argv) {
   app.add_option("--trace", o.trace, "write every request to this file (JSON lines)");
   bool no_prewarm = false;
   app.add_flag("--no-prewarm", no_prewarm, "do not read the usage file's hottest records at start");
+  bool no_usage = false;
+  app.add_flag("--no-usage", no_usage,
+               "ignore the container's usage file: no prior, no pre-warm, demand counts not saved (benchmarks)");
   CLI11_PARSE(app, argc, argv);
   o.prewarm = !no_prewarm;
+  o.usage = !no_usage;
   // A daemon logs to stderr: stdout stays free for whoever started it (waste iobench --json).
   spdlog::set_default_logger(spdlog::stderr_color_mt("iod"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");

@@ -98,11 +98,15 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
   guard_ = std::make_unique<GuardPolicy>(*policy_, slot_info_);
   cache_ = std::make_unique<cache::ExpertCache>(geometry_, o.slots, *guard_);
 
+  usage_ = o.usage.matches(geometry_) ? o.usage : cache::UsageCounts::for_geometry(geometry_, container.container_id());
+  usage_.container_id = container.container_id();
+
   ReadDone done = [this](const ReadJob& j, int64_t r, uint64_t ns) { on_read_done(j, r, ns); };
   SlotRegion region{segment_.slot_data(0), uint64_t(o.slots) * segment_.slot_bytes(), segment_.slot_bytes()};
   if (o.io == "uring") {
     std::string why;
-    engine_ = make_uring_engine(queue_, done, o.queue_depth, region, why);
+    engine_ = make_uring_engine(queue_, done, o.queue_depth, region, why,
+                                [this](const std::string& w) { on_engine_failed(w); }, o.uring_faults);
     if (engine_) {
       io_path_ = "io_uring (READ_FIXED, queue depth " + std::to_string(o.queue_depth) + ")";
     } else {
@@ -123,7 +127,39 @@ Store::~Store() {
 }
 
 void Store::shutdown() {
+  // The io_uring thread may be inside on_engine_failed (taking fallback_mu_): join it first,
+  // without holding fallback_mu_, then stop whatever pool it started.
   if (engine_) engine_->stop();
+  std::lock_guard lock(fallback_mu_);
+  if (fallback_engine_) fallback_engine_->stop();
+}
+
+void Store::on_engine_failed(const std::string& why) {
+  // Runs on the dying engine's thread; the queue still holds every job it did not take.
+  std::lock_guard lock(fallback_mu_);
+  if (fallback_engine_ || queue_.closed()) return;
+  ReadDone done = [this](const ReadJob& j, int64_t r, uint64_t ns) { on_read_done(j, r, ns); };
+  fallback_engine_ = make_pread_engine(queue_, done, options_.queue_depth);
+  std::lock_guard state(mu_);
+  io_path_ = "pread pool of " + std::to_string(options_.queue_depth) + " threads (io_uring failed while serving: " +
+             why + ")";
+  spdlog::warn("iod: reads continue via {}", io_path_);
+}
+
+void Store::set_slots_changed(std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  slots_changed_ = std::move(fn);
+}
+
+void Store::slots_changed_locked() {
+  if (slots_changed_) slots_changed_();
+}
+
+cache::UsageCounts Store::usage_snapshot(bool* changed) {
+  std::lock_guard lock(mu_);
+  if (changed) *changed = usage_changed_;
+  usage_changed_ = false;
+  return usage_;
 }
 
 void Store::check_key(uint32_t layer, uint32_t expert) const {
@@ -148,6 +184,7 @@ void Store::close_connection(uint64_t conn) {
   size_t n = it->second.pins.size();
   for (auto& [slot, gen] : it->second.pins) cache_->unpin(slot);
   connections_.erase(it);
+  if (n) slots_changed_locked();
   if (n) spdlog::info("iod: connection {} closed, dropped {} pins", conn, n);
 }
 
@@ -197,17 +234,30 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
         record_checksum(job.dst + kRecordHeaderBytes, h->payload_bytes) != h->checksum)
       why = who + "payload checksum mismatch (damaged record)";
   }
+  if (job.abandoned)
+    why = who + "read abandoned: the io_uring ring failed with it in flight (slot " + std::to_string(job.slot) +
+          " taken out of use)";
+  if (!why.empty()) spdlog::error("iod: {}: {}", l->bank_path, why);
   ipc::SlotEntry& e = segment_.entry(job.slot);
+  // The state word is published under the lock together with io_busy, so a fetch never sees
+  // FAILED on a slot it still believes busy (it would count a hit and hand out the failure
+  // instead of reading the record again).
+  std::lock_guard lock(mu_);
   if (why.empty()) {
     e.word.store(ipc::make_state_word(SlotState::Ready, job.generation), std::memory_order_release);
   } else {
-    spdlog::error("iod: {}: {}", l->bank_path, why);
     std::snprintf(e.error, ipc::kSlotErrorBytes, "%s", why.c_str());
     e.word.store(ipc::make_state_word(SlotState::Failed, job.generation), std::memory_order_release);
   }
   ipc::futex_wake_word(e.word);
-  std::lock_guard lock(mu_);
-  slot_info_[job.slot].io_busy = false;
+  SlotInfo& si = slot_info_[job.slot];
+  if (job.abandoned) {
+    si.abandoned = true;  // stays io_busy: never evicted, never read into again
+    ++abandoned_slots_;
+  } else {
+    si.io_busy = false;
+  }
+  slots_changed_locked();
   if (--reads_outstanding_ == 0)
     busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
   if (result > 0) bytes_read_ += uint64_t(result);
@@ -221,6 +271,7 @@ void Store::unpin_locked(Connection& c, ipc::SlotHandle h) {
     if (it->second == h.generation) {
       c.pins.erase(it);
       cache_->unpin(h.slot);
+      slots_changed_locked();
       return;
     }
   }
@@ -228,15 +279,48 @@ void Store::unpin_locked(Connection& c, ipc::SlotHandle h) {
               " is not pinned by this connection (stale or unknown handle)");
 }
 
-std::vector<ipc::SlotHandle> Store::fetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,
-                                          std::span<const ipc::SlotHandle> releases) {
+std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint32_t layer,
+                                                             std::span<const uint32_t> experts,
+                                                             std::span<const ipc::SlotHandle> releases,
+                                                             bool first_attempt) {
   for (uint32_t x : experts) check_key(layer, x);
-  require(experts.size() <= cache_->slots(), "fetch: " + std::to_string(experts.size()) + " experts, the cache has " +
-                                                 std::to_string(cache_->slots()) + " slots");
   std::lock_guard lock(mu_);
   Connection& c = connections_.at(conn);
-  trace_line(conn, "fetch", layer, experts);
-  for (const auto& h : releases) unpin_locked(c, h);
+  if (first_attempt) {
+    trace_line(conn, "fetch", layer, experts);
+    for (const auto& h : releases) unpin_locked(c, h);
+  }
+  std::vector<uint32_t> distinct(experts.begin(), experts.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+
+  // Slots this request needs besides what it finds cached, and whether it could ever fit.
+  uint32_t own_pinned = 0;  // distinct slots this connection pins
+  for (auto it = c.pins.begin(); it != c.pins.end(); it = c.pins.equal_range(it->first).second) ++own_pinned;
+  uint32_t new_slots = 0, new_own = 0;
+  for (uint32_t x : distinct) {
+    uint32_t s = cache_->find(ExpertKey{layer, x});
+    if (s == kNoSlot) ++new_slots;
+    if (s == kNoSlot || c.pins.find(s) == c.pins.end()) ++new_own;
+    if (s != kNoSlot && slot_info_[s].abandoned)
+      throw Error("fetch: layer " + std::to_string(layer) + " expert " + std::to_string(x) + ": " + segment_.entry(s).error);
+  }
+  const uint32_t usable = cache_->slots() - abandoned_slots_;
+  if (own_pinned + new_own > usable)
+    throw Error("fetch: layer " + std::to_string(layer) + ": " + std::to_string(distinct.size()) +
+                " experts can never fit: the cache has " + std::to_string(usable) + " usable slots and this connection has " +
+                std::to_string(own_pinned) + " of them pinned (release handles first)");
+  // Enough free or evictable slots now? (Evictable: unpinned, no read outstanding, not one of
+  // this request's own records.) Stops counting as soon as there are enough.
+  uint32_t available = cache_->slots() - cache_->occupied();
+  for (uint32_t s = 0; s < cache_->slots() && available < new_slots; ++s) {
+    if (!cache_->holds(s) || cache_->pinned(s) || slot_info_[s].io_busy) continue;
+    ExpertKey k = cache_->key_in(s);
+    if (k.layer == layer && std::binary_search(distinct.begin(), distinct.end(), k.expert)) continue;
+    ++available;
+  }
+  if (available < new_slots) return std::nullopt;  // wait for a release or a read to finish
+
   uint32_t pos = geometry_.position(layer);
   cache_->begin_layer(layer, experts);
   std::vector<ipc::SlotHandle> out;
@@ -245,14 +329,17 @@ std::vector<ipc::SlotHandle> Store::fetch(uint64_t conn, uint32_t layer, std::sp
     ExpertKey key{layer, x};
     cache::Acquired a = cache_->acquire(key);
     if (a.slot == kNoSlot) {
+      // Not expected after the count above (a policy that would not name an evictable slot):
+      // undo and wait like a full cache.
       for (const auto& h : out) unpin_locked(c, h);
-      throw Error("fetch: layer " + std::to_string(layer) + " expert " + std::to_string(x) + ": all " +
-                  std::to_string(cache_->slots()) + " slots are pinned or loading (release handles first)");
+      spdlog::warn("iod: fetch layer {} expert {}: the policy found no victim although slots were evictable", layer, x);
+      return std::nullopt;
     }
     ipc::SlotEntry& e = segment_.entry(a.slot);
     SlotInfo& si = slot_info_[a.slot];
     uint64_t w = e.word.load(std::memory_order_acquire);
-    if (a.hit && ipc::state_of(w) == SlotState::Failed && !si.io_busy) {
+    // FAILED is only ever published together with io_busy cleared (both under mu_).
+    if (a.hit && ipc::state_of(w) == SlotState::Failed) {
       // A failed record is read again on the next demand (a transient EIO may pass).
       ++misses_;
       ++layer_counters_[pos].misses;
@@ -276,7 +363,11 @@ std::vector<ipc::SlotHandle> Store::fetch(uint64_t conn, uint32_t layer, std::sp
     ipc::SlotHandle h{a.slot, ipc::generation_of(e.word.load(std::memory_order_relaxed))};
     c.pins.emplace(h.slot, h.generation);
     out.push_back(h);
+    usage_.add(key);
   }
+  // A token = one pass over the MoE layers: counted at its first layer's fetch.
+  if (pos == 0) usage_.end_token();
+  usage_changed_ = true;
   return out;
 }
 
@@ -328,6 +419,7 @@ StoreStats Store::stats() const {
   std::lock_guard lock(mu_);
   StoreStats s;
   s.io_path = io_path_;
+  s.abandoned_slots = abandoned_slots_;
   s.policy = policy_->name();
   s.slot_count = cache_->slots();
   s.slots_occupied = cache_->occupied();
@@ -363,7 +455,9 @@ void Store::trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<
   j["op"] = op;
   j["layer"] = layer;
   j["experts"] = std::vector<uint32_t>(experts.begin(), experts.end());
-  *trace_ << j.dump() << '\n';
+  // Flushed per line: the trace survives a crash of the daemon, and a reader sees each request
+  // as soon as iod has taken it (one small write per request, only while tracing).
+  *trace_ << j.dump() << '\n' << std::flush;
   ++trace_requests_;
 }
 

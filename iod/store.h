@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -33,6 +35,8 @@ struct StoreOptions {
   bool prewarm = true;        // read the hottest records of the usage file at start
   bool verify_checksums = true;
   cache::KeyPrior prior;      // usage-file popularity for the policy (empty = none)
+  cache::UsageCounts usage;   // counts loaded from the usage file (empty = start from zero)
+  UringFaults uring_faults;   // test hook (WASTE_IOD_TEST_URING_FAIL_AFTER)
 };
 
 struct LayerCounters {
@@ -45,6 +49,7 @@ struct StoreStats {
   uint64_t hits = 0, joined = 0, misses = 0, failures = 0, bytes_read = 0;
   double read_seconds = 0, p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prewarmed = 0;
+  uint32_t abandoned_slots = 0;
   std::vector<std::pair<uint32_t, LayerCounters>> layers;  // decoder layer, counters
 };
 
@@ -61,8 +66,18 @@ class Store {
 
   uint64_t open_connection();
   void close_connection(uint64_t conn);  // drops every pin of the connection
-  std::vector<ipc::SlotHandle> fetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,
-                                     std::span<const ipc::SlotHandle> releases);
+  // A demand fetch: unpins `releases`, then pins every expert (reads start for misses) and
+  // returns the handles at once. Returns nullopt, having pinned nothing, when too few slots
+  // are free or evictable right now (others are pinned or loading): the caller waits for
+  // slots_changed and calls again with no releases and first_attempt false. Throws when the
+  // request can never fit: more distinct experts than slots minus this connection's pins.
+  std::optional<std::vector<ipc::SlotHandle>> try_fetch(uint64_t conn, uint32_t layer,
+                                                        std::span<const uint32_t> experts,
+                                                        std::span<const ipc::SlotHandle> releases,
+                                                        bool first_attempt = true);
+  // Called (from any thread, maybe with the store's lock held: it must only signal) when a
+  // slot may have become usable: a pin dropped, a read finished.
+  void set_slots_changed(std::function<void()> fn);
   uint32_t prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts);
   void release(uint64_t conn, std::span<const ipc::SlotHandle> handles);
   StoreStats stats() const;
@@ -72,12 +87,16 @@ class Store {
   uint32_t prewarm(const std::vector<cache::ExpertKey>& hottest);
   // Stops the engine (waits for reads in flight). Idempotent.
   void shutdown();
+  // The demand counts so far (the usage file's, plus every expert fetched since the start);
+  // *changed says whether any were added since the last call.
+  cache::UsageCounts usage_snapshot(bool* changed);
 
  private:
   struct SlotInfo {
     bool io_busy = false;          // a read is queued or in flight: never evicted
     bool prefetched_unused = false;
     bool prewarmed = false;
+    bool abandoned = false;        // its read was abandoned by a dead io_uring: out of use for good
   };
   struct Connection {
     std::unordered_multimap<uint32_t, uint64_t> pins;  // slot -> generation
@@ -91,6 +110,9 @@ class Store {
   void start_read(uint32_t slot, cache::ExpertKey key, bool demand, bool evicted, cache::ExpertKey victim);
   void unpin_locked(Connection& c, ipc::SlotHandle h);
   void on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns);
+  // The io_uring engine died: serve the queue with a pread pool from now on.
+  void on_engine_failed(const std::string& why);
+  void slots_changed_locked();
   void trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<const uint32_t> experts);
 
   const Container& container_;
@@ -104,7 +126,9 @@ class Store {
   std::vector<SlotInfo> slot_info_;
   ReadQueue queue_;
   std::unique_ptr<ReadEngine> engine_;
-  std::string io_path_;
+  std::mutex fallback_mu_;                   // guards fallback_engine_ (set on the engine's thread)
+  std::unique_ptr<ReadEngine> fallback_engine_;
+  std::string io_path_;                      // guarded by mu_ once serving
   StoreOptions options_;
 
   mutable std::mutex mu_;
@@ -114,6 +138,10 @@ class Store {
   uint64_t hits_ = 0, joined_ = 0, misses_ = 0, failures_ = 0, bytes_read_ = 0;
   uint64_t prefetch_issued_ = 0, prefetch_used_ = 0, prefetch_wasted_ = 0, prewarmed_ = 0;
   uint32_t reads_outstanding_ = 0;
+  uint32_t abandoned_slots_ = 0;  // slots of reads a dead ring may still complete: never reused
+  std::function<void()> slots_changed_;
+  cache::UsageCounts usage_;
+  bool usage_changed_ = false;
   std::chrono::steady_clock::time_point busy_since_;
   double busy_seconds_ = 0;
   LatencyHistogram latency_;

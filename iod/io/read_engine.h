@@ -31,9 +31,26 @@ struct SlotRegion {
   uint64_t slot_bytes = 0;
 };
 
+// Called once, on the engine's thread, when a running engine dies (the ring fails): every read
+// it held has been reported through ReadDone by then (completed, or `abandoned`), jobs still in
+// the queue are untouched, and the engine takes no more. The owner starts another engine on
+// the same queue (iod falls back to the pread pool).
+using EngineFailed = std::function<void(const std::string& why)>;
+
+// Test hooks of the io_uring engine (all off by default).
+struct UringFaults {
+  // Once this many reads were submitted, the next submit fails as if the ring died (-EIO).
+  uint64_t fail_submit_after_reads = UINT64_MAX;
+};
+
+// How long a dying io_uring engine waits for the reads it submitted before it abandons them.
+constexpr uint32_t kDefaultReapTimeoutMs = 2000;
+
 // Returns nullptr and sets why_not when io_uring or buffer registration is unavailable.
 std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, uint32_t queue_depth,
-                                              const SlotRegion& region, std::string& why_not);
+                                              const SlotRegion& region, std::string& why_not,
+                                              EngineFailed failed = {}, UringFaults faults = {},
+                                              uint32_t reap_timeout_ms = kDefaultReapTimeoutMs);
 std::unique_ptr<ReadEngine> make_pread_engine(ReadQueue& queue, ReadDone done, uint32_t threads);
 
 // Largest registered buffer the engine asks the kernel for (it limits one buffer's size).

@@ -22,6 +22,10 @@ struct ReadJob {
   uint32_t bytes = 0;   // the record stride (4 KiB multiple)
   uint8_t* dst = nullptr;
   uint32_t layer = 0, expert = 0;
+  // Set by an engine that gave up on a read the kernel may still complete (a dead io_uring):
+  // the slot is failed for its waiters but must never be reused, or a late DMA would land in
+  // another record.
+  bool abandoned = false;
 };
 
 class ReadQueue {

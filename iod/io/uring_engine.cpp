@@ -2,6 +2,8 @@
 // buffers (in chunks of whole slots, each at most kMaxRegisteredBuffer), every record is read
 // with READ_FIXED straight into its slot, and up to queue_depth reads are in flight. An eventfd
 // read sits in the ring so a newly queued job (or close) wakes the thread out of its wait.
+// If the ring dies (a submit error other than a retryable one), the engine reaps what the
+// kernel still holds, reports every read it held, tells its owner (EngineFailed) and ends.
 #include <liburing.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -23,7 +25,8 @@ constexpr uint64_t kWakeTag = ~0ull;
 
 class UringEngine final : public ReadEngine {
  public:
-  UringEngine(ReadQueue& q, ReadDone done, uint32_t qd) : queue_(q), done_(std::move(done)), qd_(qd) {}
+  UringEngine(ReadQueue& q, ReadDone done, uint32_t qd, EngineFailed failed, UringFaults faults, uint32_t reap_ms)
+      : queue_(q), done_(std::move(done)), failed_(std::move(failed)), faults_(faults), reap_ms_(reap_ms), qd_(qd) {}
   ~UringEngine() override {
     stop();
     if (ring_ok_) io_uring_queue_exit(&ring_);
@@ -69,6 +72,7 @@ class UringEngine final : public ReadEngine {
   struct InFlight {
     ReadJob job;
     std::chrono::steady_clock::time_point start;
+    bool active = false;
   };
 
   void arm_wake() {
@@ -77,12 +81,33 @@ class UringEngine final : public ReadEngine {
     io_uring_sqe_set_data64(sqe, kWakeTag);
   }
 
+  // Hands every completion in the ring to done_; returns whether the wake read completed.
+  bool drain_completions() {
+    io_uring_cqe* cqe;
+    unsigned head, seen = 0;
+    bool woke = false;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if (tag == kWakeTag) {
+        woke = true;
+        continue;
+      }
+      InFlight& f = inflight_[tag];
+      f.active = false;
+      --in_flight_;
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - f.start).count();
+      done_(f.job, int64_t(cqe->res), uint64_t(ns));
+    }
+    io_uring_cq_advance(&ring_, seen);
+    return woke;
+  }
+
   void run() {
     arm_wake();
-    uint32_t in_flight = 0;
     bool closing = false;
     for (;;) {
-      while (!closing && in_flight < qd_) {
+      while (!closing && in_flight_ < qd_ && submitted_ < faults_.fail_submit_after_reads) {
         auto job = queue_.try_pop();
         if (!job) break;
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -91,41 +116,71 @@ class UringEngine final : public ReadEngine {
         int buf_index = int(off / slot_bytes_ / slots_per_buffer_);
         io_uring_prep_read_fixed(sqe, job->fd, job->dst, job->bytes, job->offset, buf_index);
         io_uring_sqe_set_data64(sqe, job->slot);
-        inflight_[job->slot] = {*job, std::chrono::steady_clock::now()};
-        ++in_flight;
+        inflight_[job->slot] = {*job, std::chrono::steady_clock::now(), true};
+        ++in_flight_;
+        ++submitted_;
       }
       if (queue_.closed()) closing = true;
-      if (closing && in_flight == 0) break;
-      int r = io_uring_submit_and_wait(&ring_, 1);
+      if (closing && in_flight_ == 0) break;
+      int r;
+      if (submitted_ >= faults_.fail_submit_after_reads && io_uring_sq_ready(&ring_) == 0) {
+        r = -EIO;  // test hook: the ring dies once the reads prepared so far are submitted
+      } else {
+        r = io_uring_submit_and_wait(&ring_, 1);
+      }
       if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-        // Nothing more can be read: reads in flight stay LOADING and their waiters hang, so
-        // at least say why (the daemon's log is where an operator looks).
-        spdlog::error("iod: io_uring submit failed ({}); {} reads in flight abandoned, no further reads",
-                      std::strerror(-r), in_flight);
-        break;
+        die(std::string("io_uring submit failed: ") + std::strerror(-r));
+        return;
       }
-      io_uring_cqe* cqe;
-      unsigned head, seen = 0;
-      bool rearm = false;
-      io_uring_for_each_cqe(&ring_, head, cqe) {
-        ++seen;
-        uint64_t tag = io_uring_cqe_get_data64(cqe);
-        if (tag == kWakeTag) {
-          rearm = true;
-          continue;
-        }
-        InFlight f = inflight_[tag];
-        --in_flight;
-        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - f.start).count();
-        done_(f.job, int64_t(cqe->res), uint64_t(ns));
-      }
-      io_uring_cq_advance(&ring_, seen);
-      if (rearm && !closing) arm_wake();
+      if (drain_completions() && !closing) arm_wake();
     }
+  }
+
+  // The ring cannot submit any more. Reads the kernel holds are reaped (bounded wait); those
+  // that do not complete are reported abandoned (their slots are failed and never reused).
+  // Then the owner is told, so it can serve the queue another way; this thread ends.
+  void die(const std::string& why) {
+    const uint32_t held = in_flight_;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(reap_ms_);
+    while (in_flight_ > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      __kernel_timespec ts{left.count() / 1'000'000'000, left.count() % 1'000'000'000};
+      io_uring_cqe* cqe = nullptr;
+      int r = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+      if (r == -EINTR) continue;
+      if (r < 0) break;  // timed out, or the ring cannot even wait
+      drain_completions();
+    }
+    if (in_flight_ > 0) {
+      // Ask the kernel to cancel what is left, synchronously (kernel 6.0+; a read already at
+      // the device may refuse), then take the completions that produced.
+      io_uring_sync_cancel_reg reg{};
+      reg.flags = IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL;
+      reg.timeout = {0, 200'000'000};
+      [[maybe_unused]] int rc = io_uring_register_sync_cancel(&ring_, &reg);
+      drain_completions();
+    }
+    const uint32_t abandoned = in_flight_;
+    for (InFlight& f : inflight_) {
+      if (!f.active) continue;
+      f.active = false;
+      --in_flight_;
+      ReadJob j = f.job;
+      j.abandoned = true;
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - f.start).count();
+      done_(j, -ECANCELED, uint64_t(ns));
+    }
+    spdlog::error("iod: {}; {} reads were in flight, {} completed, {} abandoned (their slots stay out of use)", why,
+                  held, held - abandoned, abandoned);
+    if (failed_) failed_(why);
   }
 
   ReadQueue& queue_;
   ReadDone done_;
+  EngineFailed failed_;
+  UringFaults faults_;
+  uint32_t reap_ms_;
   uint32_t qd_;
   io_uring ring_{};
   bool ring_ok_ = false;
@@ -133,15 +188,19 @@ class UringEngine final : public ReadEngine {
   uint64_t wake_value_ = 0;
   uint8_t* base_ = nullptr;
   uint64_t slot_bytes_ = 0, slots_per_buffer_ = 1;
-  std::vector<InFlight> inflight_;
+  std::vector<InFlight> inflight_;  // per slot
+  uint32_t in_flight_ = 0;
+  uint64_t submitted_ = 0;
   std::thread thread_;
 };
 
 }  // namespace
 
 std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, uint32_t queue_depth,
-                                              const SlotRegion& region, std::string& why_not) {
-  auto e = std::make_unique<UringEngine>(queue, std::move(done), queue_depth == 0 ? 1 : queue_depth);
+                                              const SlotRegion& region, std::string& why_not,
+                                              EngineFailed failed, UringFaults faults, uint32_t reap_timeout_ms) {
+  auto e = std::make_unique<UringEngine>(queue, std::move(done), queue_depth == 0 ? 1 : queue_depth,
+                                         std::move(failed), faults, reap_timeout_ms);
   why_not = e->init(region);
   if (!why_not.empty()) return nullptr;
   return e;

@@ -6,14 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <vector>
 
+#include "iod/cache/usage_file.h"
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/shm_segment.h"
@@ -195,14 +199,51 @@ TEST_CASE("iod: a client killed with -9 loses its pins") {
   char ok = 0;
   REQUIRE_EQ(::read(pipefd[0], &ok, 1), 1);
   ::close(pipefd[0]);
+  // While the victim lives every slot is pinned: a fetch from another client waits (it does not
+  // fail) and is served once the victim's pins are gone. The waiting fetch runs on its own
+  // thread (a client belongs to one thread); the main thread sees it is waiting through stats.
+  std::vector<uint8_t> waited_record;
+  std::string waiter_error;
+  const std::string trace = tmp / "waiting.jsonl";
   {
+    ipc::ExpertStoreClient t(iod.socket_path());
+    t.trace_start(trace);  // iod writes each request's line as it takes the request
+  }
+  std::thread waiter([&] {
+    try {
+      ipc::ExpertStoreClient w(iod.socket_path());
+      auto hs = w.fetch(l0, std::vector<uint32_t>{20});
+      const uint8_t* rec = w.wait(hs[0], 10'000'000'000);
+      waited_record.assign(rec, rec + c.expert_layers()[0].layout.stride);
+    } catch (const std::exception& e) {
+      waiter_error = e.what();
+    }
+  });
+  {
+    // Until the waiter's fetch is in the trace, iod has not taken it (bounded poll).
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    bool taken = false;
+    while (!taken && std::chrono::steady_clock::now() < deadline) {
+      std::ifstream f(trace);
+      std::string line;
+      taken = bool(std::getline(f, line)) && line.find("\"fetch\"") != std::string::npos;
+    }
+    REQUIRE(taken);
     ipc::ExpertStoreClient client(iod.socket_path());
-    // While the victim lives every slot is pinned.
-    CHECK_THROWS_WITH_AS(client.fetch(l0, std::vector<uint32_t>{20}), doctest::Contains("pinned"), Error);
+    auto s = client.stats();
+    CHECK_EQ(s["misses"].get<uint64_t>(), 8u);  // the waiting fetch has not been served
+    client.trace_stop();
   }
   ::kill(child, SIGKILL);
   int st;
   ::waitpid(child, &st, 0);
+  waiter.join();
+  CHECK_EQ(waiter_error, "");
+  {
+    std::vector<uint8_t> want(c.expert_layers()[0].layout.stride);
+    c.read_record(int(l0), 20, want.data());
+    CHECK(waited_record == want);
+  }
   ipc::ExpertStoreClient client(iod.socket_path());
   auto s = wait_stats(client, [](const nlohmann::json& s) { return s["connections"].get<uint32_t>() == 1; });
   CHECK_EQ(s["connections"].get<uint32_t>(), 1u);
@@ -269,14 +310,104 @@ TEST_CASE("iod: a corrupt record fails its fetch with an error naming it; others
     CHECK(m.find("checksum") != std::string::npos);
   }
   CHECK_EQ(client.state(hs[0]), ipc::SlotState::Failed);
+  // Demanded again right after the failure was published: a miss that reads again, never a
+  // hit that hands out the failure (FAILED and "no read outstanding" are published together).
+  auto before = client.stats();
+  auto again = client.fetch(layer, std::vector<uint32_t>{bad});
+  auto after = client.stats();
+  CHECK_EQ(after["hits"].get<uint64_t>(), before["hits"].get<uint64_t>());
+  CHECK_EQ(after["misses"].get<uint64_t>(), before["misses"].get<uint64_t>() + 1);
+  CHECK_THROWS_WITH_AS(client.wait(again[0], 10'000'000'000), doctest::Contains("checksum"), Error);
+  client.release(again);
   check_records(c, client, layer, {7}, {hs[1]});
   auto hs2 = client.fetch(layer, std::vector<uint32_t>{8, 9}, hs);
   check_records(c, client, layer, {8, 9}, hs2);
   auto s = client.stats();
-  CHECK_EQ(s["failures"].get<uint64_t>(), 1u);
+  CHECK_EQ(s["failures"].get<uint64_t>(), 2u);
   // Asked again, the record is read again and fails again: never READY with bad bytes.
   auto hs3 = client.fetch(layer, std::vector<uint32_t>{bad}, hs2);
   CHECK_THROWS_AS(client.wait(hs3[0], 10'000'000'000), Error);
+}
+
+TEST_CASE("iod: when the io_uring ring dies, reads in flight complete and the rest go to a pread pool") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  ::setenv("WASTE_IOD_TEST_URING_FAIL_AFTER", "3", 1);  // test hook: the ring fails after 3 reads
+  std::optional<PrivateIod> iod;
+  try {
+    iod.emplace(iod_args(model, 16), tmp / "run");
+  } catch (...) {
+    ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
+    throw;
+  }
+  ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
+  ipc::ExpertStoreClient client(iod->socket_path(), c.container_id());
+  std::vector<uint32_t> ex = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  auto hs = client.fetch(l0, ex);
+  check_records(c, client, l0, ex, hs);  // none hangs, none fails
+  auto s = client.stats();
+  CHECK_EQ(s["failures"].get<uint64_t>(), 0u);
+  CHECK_EQ(s["misses"].get<uint64_t>(), 10u);
+  CHECK(s["io_path"].get<std::string>().find("io_uring failed") != std::string::npos);
+  std::vector<uint32_t> more = {11, 12};
+  auto hs2 = client.fetch(l0, more, hs);
+  check_records(c, client, l0, more, hs2);
+  CHECK_EQ(iod->stop(), 0);
+}
+
+TEST_CASE("iod: usage counts are saved at SIGTERM and pre-warm the next start") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const auto& layers = c.expert_layers();
+  const uint32_t l0 = uint32_t(layers[0].layer), l1 = uint32_t(layers[1].layer);
+  const std::string usage = model + "/usage";
+  REQUIRE_FALSE(std::filesystem::exists(usage));
+  std::vector<uint32_t> hot0 = {3, 9}, hot1 = {4};
+  {
+    PrivateIod iod(iod_args(model, 16), tmp / "run");
+    ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
+    std::vector<ipc::SlotHandle> held;
+    for (int t = 0; t < 3; ++t) {  // three "tokens" over the first two MoE layers
+      held = client.fetch(l0, hot0, held);
+      held = client.fetch(l1, hot1, held);
+    }
+    client.release(held);
+    CHECK_EQ(iod.stop(), 0);
+  }
+  REQUIRE(std::filesystem::exists(usage));
+  cache::UsageCounts u = cache::read_usage_file(usage);
+  CHECK_EQ(u.container_id, c.container_id());
+  CHECK_EQ(u.tokens, 3u);
+  auto count = [&](uint32_t layer, uint32_t e) {
+    size_t li = size_t(std::find(u.layers.begin(), u.layers.end(), layer) - u.layers.begin());
+    REQUIRE(li < u.layers.size());
+    return u.counts[li * u.experts + e];
+  };
+  CHECK_EQ(count(l0, 3), 3u);
+  CHECK_EQ(count(l0, 9), 3u);
+  CHECK_EQ(count(l1, 4), 3u);
+  CHECK_EQ(count(l0, 4), 0u);
+
+  // The next start pre-warms exactly those three records: fetching them reads nothing more.
+  PrivateIod iod(iod_args(model, 16), tmp / "run");
+  ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
+  auto s = wait_stats(client, [](const nlohmann::json& s) {
+    return s["slots_occupied"].get<uint32_t>() == 3 && s["in_flight"].get<uint32_t>() == 0;
+  });
+  CHECK_EQ(s["slots_occupied"].get<uint32_t>(), 3u);
+  const uint64_t prewarm_bytes = s["bytes_read"].get<uint64_t>();
+  CHECK_EQ(prewarm_bytes, 2 * layers[0].layout.stride + layers[1].layout.stride);
+  auto hs = client.fetch(l0, hot0);
+  check_records(c, client, l0, hot0, hs);
+  auto hs1 = client.fetch(l1, hot1, hs);
+  check_records(c, client, l1, hot1, hs1);
+  s = client.stats();
+  CHECK_EQ(s["hits"].get<uint64_t>(), 3u);
+  CHECK_EQ(s["misses"].get<uint64_t>(), 0u);
+  CHECK_EQ(s["bytes_read"].get<uint64_t>(), prewarm_bytes);
 }
 
 TEST_CASE("waste iobench replays a trace through a private iod and refuses a trace too big") {
@@ -298,6 +429,7 @@ TEST_CASE("waste iobench replays a trace through a private iod and refuses a tra
       f << nlohmann::json{{"tok", t}, {"layers", layers}}.dump() << "\n";
     }
   }
+  uint64_t hits_uring = 0;
   for (std::string io : {"uring", "pread"}) {
     CAPTURE(io);
     auto r = run_command(waste_bin() + " iobench " + model + " --trace " + trace + " --qd 4 --io " + io +
@@ -309,6 +441,30 @@ TEST_CASE("waste iobench replays a trace through a private iod and refuses a tra
     CHECK_EQ(j["hits"].get<uint64_t>() + j["misses"].get<uint64_t>(), 20u * L * 4);
     CHECK_GT(j["bytes_read"].get<uint64_t>(), 0u);
     CHECK_EQ(j["iod"]["failures"].get<uint64_t>(), 0u);
+    if (io == "uring") hits_uring = j["hits"].get<uint64_t>();
+  }
+  // Round trip: iod's own request trace of that replay (--trace) replays the same requests.
+  // Same cache (one working set), same policy: the same hits as the routing trace's replay.
+  {
+    std::string requests = tmp / "requests.jsonl";
+    std::vector<std::string> args = iod_args(model, L * 4);
+    args.insert(args.end(), {"--trace", requests});
+    {
+      PrivateIod iod(args, tmp / "traced");
+      auto r = run_command(waste_bin() + " iobench " + model + " --trace " + trace + " --run-dir " + (tmp / "traced") +
+                           " --json --no-raw");
+      INFO(r.output);
+      REQUIRE_EQ(r.status, 0);
+      CHECK_EQ(iod.stop(), 0);
+    }
+    auto r = run_command(waste_bin() + " iobench " + model + " --trace " + requests + " --qd 4 --json --no-raw");
+    INFO(r.output);
+    REQUIRE_EQ(r.status, 0);
+    auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    CHECK_EQ(j["tokens"].get<size_t>(), 20u);
+    CHECK_EQ(j["top_k"].get<uint32_t>(), 4u);
+    CHECK_EQ(j["hits"].get<uint64_t>(), hits_uring);
+    CHECK_EQ(j["hits"].get<uint64_t>() + j["misses"].get<uint64_t>(), 20u * L * 4);
   }
   auto r = run_command(waste_bin() + " iobench " + model + " --trace " + shared_dir() +
                        "/traces/kimi-linear-300.jsonl --json --no-raw");

@@ -13,8 +13,10 @@
 #include "iod/cache/routing_trace.h"
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
+#include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
 #include "tools/iobench/private_iod.h"
+#include "tools/iobench/request_trace.h"
 
 namespace waste::iobench {
 
@@ -42,6 +44,32 @@ double percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
+// A private iod and its run directory, stopped and removed on every way out (the daemon
+// removes its segment on SIGTERM; a segment it could not remove, e.g. after a crash, is
+// removed here by its instance prefix).
+struct PrivateRun {
+  std::optional<PrivateIod> iod;
+  std::string dir;
+  PrivateRun() = default;
+  PrivateRun(const PrivateRun&) = delete;
+  PrivateRun& operator=(const PrivateRun&) = delete;
+  ~PrivateRun() { stop(); }
+  void stop() {
+    if (iod) iod->stop();
+    iod.reset();
+    if (dir.empty()) return;
+    std::string prefix = ipc::segment_name(ipc::instance_id_for(dir), 0);
+    prefix = prefix.substr(0, prefix.size() - 16);  // "waste-iod-<instance>-"
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+      std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) == 0) ipc::ShmSegment::remove(name);
+    }
+    std::filesystem::remove_all(dir, ec);
+    dir.clear();
+  }
+};
+
 }  // namespace
 
 void add_replay_options(CLI::App* cmd, ReplayOptions& o) {
@@ -61,9 +89,16 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
   require(!o.model.empty(), "iobench: MODEL is required (or use --simulate)");
   require(!trace_path.empty(), "iobench: --trace FILE is required");
   Container c = Container::open(o.model);
-  cache::RoutingTrace trace = cache::read_routing_trace(trace_path);
-  if (o.tokens > 0 && o.tokens < trace.tokens()) trace = trace.slice(0, o.tokens);
   const auto& layers = c.expert_layers();
+  cache::RoutingTrace trace;
+  if (is_request_trace(trace_path)) {  // iod's own --trace output
+    std::vector<uint32_t> moe;
+    for (const auto& l : layers) moe.push_back(uint32_t(l.layer));
+    trace = routing_from_request_trace(trace_path, moe);
+  } else {
+    trace = cache::read_routing_trace(trace_path);
+  }
+  if (o.tokens > 0 && o.tokens < trace.tokens()) trace = trace.slice(0, o.tokens);
   require(trace.moe_layers <= layers.size(),
           "iobench: trace " + trace_path + " has " + std::to_string(trace.moe_layers) + " MoE layers, container " +
               o.model + " has " + std::to_string(layers.size()));
@@ -73,30 +108,29 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
           "iobench: trace " + trace_path + " routes to expert " + std::to_string(trace.max_expert) + ", container " +
               o.model + " has " + std::to_string(min_experts) + " experts per layer");
 
-  // Attach, or start a private iod sized in working sets of the trace's shape.
-  std::optional<PrivateIod> priv;
-  std::string tmp_run;
+  // Attach, or start a private iod sized in working sets of the trace's shape. `priv` stops it
+  // and removes its run directory and segment on every way out of this function.
+  PrivateRun priv;
   std::string socket;
   if (!o.run_dir.empty()) {
     socket = find_socket(o.run_dir);
   } else {
     char tmpl[] = "/tmp/waste-iobench-XXXXXX";
     require(::mkdtemp(tmpl) != nullptr, "iobench: cannot create a run directory in /tmp");
-    tmp_run = tmpl;
-    std::vector<std::string> args = {"--model", o.model, "--qd", std::to_string(o.qd), "--io", o.io, "--policy", policy};
+    priv.dir = tmpl;
+    // A benchmark ignores the container's usage file (no prior, no pre-warm, nothing saved):
+    // every run starts from the same cold cache and leaves the container as it was.
+    std::vector<std::string> args = {"--model", o.model, "--qd", std::to_string(o.qd), "--io", o.io, "--policy", policy,
+                                     "--no-usage"};
     if (!o.budget.empty()) {
       args.insert(args.end(), {"--budget", o.budget});
     } else {
       uint32_t slots = std::max<uint32_t>(trace.top_k, uint32_t(o.cache_ws * trace.working_set_slots() + 0.5));
       args.insert(args.end(), {"--slots", std::to_string(slots)});
     }
-    priv.emplace(args, tmp_run);
-    socket = priv->socket_path();
+    priv.iod.emplace(args, priv.dir);
+    socket = priv.iod->socket_path();
   }
-  auto cleanup = [&] {
-    if (priv) priv->stop();
-    if (!tmp_run.empty()) std::filesystem::remove_all(tmp_run);
-  };
 
   // The device is measured before and after the replay (a shared or virtual disk drifts); the
   // reference is the mean of the two. Each pass reads up to kRawBytes.
@@ -105,7 +139,7 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
   if (o.raw) raw_before = measure_raw_device(o.model, o.qd, o.io, kRawBytes);
 
   nlohmann::json report;
-  try {
+  {
     ipc::ExpertStoreClient client(socket, c.container_id());
     nlohmann::json before = client.stats();
     std::vector<double> fetch_us;
@@ -154,11 +188,8 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
     report["gb_per_s"] = seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
     report["fetch_latency_us"] = {{"p50", percentile(fetch_us, 0.5)}, {"p99", percentile(fetch_us, 0.99)}};
     report["iod"] = after;
-  } catch (...) {
-    cleanup();
-    throw;
   }
-  cleanup();  // the daemon's cache memory is gone before the raw run
+  priv.stop();  // the daemon's cache memory is gone before the raw run
 
   if (o.raw) {
     RawResult after = measure_raw_device(o.model, o.qd, o.io, kRawBytes);
