@@ -208,6 +208,7 @@ int converse(client::Client& c, client::Session& s, const ChatOptions& o) {
     }
     if (g_quit.load()) break;
   }
+  if (tty) std::fputc('\n', stdout);  // the shell's prompt starts on a line of its own
   return g_quit.load() ? g_quit_signal.load() : 0;
 }
 
