@@ -55,6 +55,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), container_(Con
   }
   model_ = std::make_unique<Model>(Model::create(*weights_, *experts_, c));
   model_->set_lookahead(options_.lookahead < 0 ? c.top_k + 2 : options_.lookahead);
+  model_->set_kda_chunk(options_.kda_chunk);
   if (!container_.tokenizer_path().empty()) {
     require(!container_.tokenizer_config_path().empty(),
             container_.dir() + ": has tokenizer.model but no tokenizer_config.json");

@@ -154,17 +154,19 @@ void Model::attention(int L, Session& s, const float* x, int64_t n, float* y) co
     mla_forward(config_, l.mla, rope_, softmax_scale_, s.layers_[size_t(L)].mla, s.max_ctx_, s.position_, x, n, y);
   else
     kda_forward(config_, l.kda, s.layers_[size_t(L)].kda, x, n, y, kda_chunk_);
-  clock.lap(&PhaseTimes::attention);
+  clock.lap(&PhaseTimes::attention, L);
 }
 
 void Model::feed_forward(int L, const float* x, int64_t n, float* y) const {
   const Layer& l = layers_[size_t(L)];
   if (l.is_moe) {
-    moe_forward(config_, L, l.moe, *experts_, x, n, y, profile_);
+    std::vector<int> routed;
+    moe_forward(config_, L, l.moe, *experts_, x, n, y, profile_, lookahead_ > 0 ? &routed : nullptr);
+    if (lookahead_ > 0) score_lookahead(L, routed);
   } else {
     PhaseClock clock(profile_);
     mlp_forward(config_, l.dense, x, n, y);
-    clock.lap(&PhaseTimes::mlp);
+    clock.lap(&PhaseTimes::mlp, L);
   }
 }
 
@@ -193,8 +195,35 @@ void Model::prefetch_next(int L, const float* h, int64_t n) const {
         order.push_back(e);
       }
     }
+  {
+    std::lock_guard lock(lookahead_record_->mu);
+    auto& guess = lookahead_record_->guess;
+    if (guess.size() < size_t(config_.n_layers)) guess.resize(size_t(config_.n_layers));
+    guess[size_t(L + 1)] = order;
+    std::sort(guess[size_t(L + 1)].begin(), guess[size_t(L + 1)].end());
+  }
   experts_->prefetch(L + 1, order);
-  clock.lap(&PhaseTimes::router);
+  clock.lap(&PhaseTimes::router, L + 1);
+}
+
+void Model::score_lookahead(int L, const std::vector<int>& routed) const {
+  std::lock_guard lock(lookahead_record_->mu);
+  auto& guess = lookahead_record_->guess;
+  if (size_t(L) >= guess.size() || guess[size_t(L)].empty()) return;  // first layer: nothing guessed
+  const auto& g = guess[size_t(L)];
+  uint64_t hit = 0;
+  for (int e : routed) hit += std::binary_search(g.begin(), g.end(), e) ? 1 : 0;
+  LookaheadStats& st = lookahead_record_->stats;
+  ++st.visits;
+  st.predicted += g.size();
+  st.needed += routed.size();
+  st.hit += hit;
+  guess[size_t(L)].clear();
+}
+
+Model::LookaheadStats Model::lookahead_stats() const {
+  std::lock_guard lock(lookahead_record_->mu);
+  return lookahead_record_->stats;
 }
 
 void Model::attention_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const {

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -71,8 +72,18 @@ class Model {
   // only; the real router still decides.
   void set_lookahead(int n) { lookahead_ = n; }
   int lookahead() const { return lookahead_; }
-  // Tokens per chunk of KDA's chunked prefill form (kda.h); 1: the recurrence, bit-identical
-  // to token-by-token decode.
+
+  // How good the lookahead's guesses were: per MoE layer visit, the experts the batch really
+  // routed to (needed), those the lookahead had named for it beforehand (hit), and how many it
+  // named (predicted). recall = hit / needed, precision = hit / predicted.
+  struct LookaheadStats {
+    uint64_t visits = 0, predicted = 0, needed = 0, hit = 0;
+    double recall() const { return needed ? double(hit) / double(needed) : 0.0; }
+    double precision() const { return predicted ? double(hit) / double(predicted) : 0.0; }
+  };
+  LookaheadStats lookahead_stats() const;
+  // Tokens per chunk of KDA's chunked prefill form (kda.h); 1 (the default): the recurrence,
+  // bit-identical to token-by-token decode whatever the prefill chunk size.
   void set_kda_chunk(int tokens) { kda_chunk_ = tokens < 1 ? 1 : tokens; }
   int kda_chunk() const { return kda_chunk_; }
   // Adds each forward's phase times to *p (nullptr: off).
@@ -126,7 +137,16 @@ class Model {
   AttnResWeights output_res_;  // K3
   MatrixView lm_head_;
   int lookahead_ = 0;
-  int kda_chunk_ = kKdaPrefillChunk;
+  // The lookahead's last guess per layer and the running tally (one forward at a time uses a
+  // Model; the mutex keeps a stats() reader from another thread safe). Boxed: Model moves.
+  struct LookaheadRecord {
+    std::mutex mu;
+    std::vector<std::vector<int>> guess;  // per layer, ascending ids; empty: no guess pending
+    LookaheadStats stats;
+  };
+  std::unique_ptr<LookaheadRecord> lookahead_record_ = std::make_unique<LookaheadRecord>();
+  void score_lookahead(int L, const std::vector<int>& routed) const;
+  int kda_chunk_ = 1;
   PhaseTimes* profile_ = nullptr;
 };
 

@@ -37,13 +37,13 @@ struct LayerBatchGuard {
 }  // namespace
 
 void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
-                 int64_t n, float* y, PhaseTimes* prof) {
+                 int64_t n, float* y, PhaseTimes* prof, std::vector<int>* routed) {
   PhaseClock clock(prof);
   const int D = c.hidden, k = c.top_k;
   std::vector<int> chosen(size_t(n) * k);
   std::vector<float> weight(size_t(n) * k);
   route(c, w.router, x, n, chosen.data(), weight.data());
-  clock.lap(&PhaseTimes::router);
+  clock.lap(&PhaseTimes::router, layer);
 
   // Routed experts read z: x itself, or its latent projection (K3).
   const bool latent = w.latent_down.rows > 0;
@@ -71,7 +71,8 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
   }
   std::vector<const std::vector<std::pair<int64_t, float>>*> user_list;
   for (const auto& [e, u] : users) user_list.push_back(&u);
-  clock.lap(&PhaseTimes::mlp);
+  if (routed) *routed = ids;
+  clock.lap(&PhaseTimes::mlp, layer);
 
   // Experts arrive in any order (completion order through iod). Each writes its weighted
   // outputs into its own rows of `contrib`; the sum below runs in ascending expert order, so
@@ -85,7 +86,7 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     for (;;) {
       ExpertView v;
       const int i = experts.next_ready(v);
-      clock.lap(&PhaseTimes::fetch_wait);
+      clock.lap(&PhaseTimes::fetch_wait, layer, i < 0 ? -1 : ids[size_t(i)]);
       if (i < 0) break;
       const int e = ids[size_t(i)];
       if (v.hidden != Z || v.intermediate != c.moe_intermediate)
@@ -119,7 +120,7 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
           for (int d = 0; d < Z; ++d) dst[size_t(r) * Z + d] = wt * out[size_t(r) * Z + d];
         }
       }
-      clock.lap(&PhaseTimes::experts);
+      clock.lap(&PhaseTimes::experts, layer, e);
     }
   }
 
@@ -148,7 +149,7 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     mlp_forward(c, w.shared, x, n, s.data());
     for (size_t i = 0; i < s.size(); ++i) y[i] += s[i];
   }
-  clock.lap(&PhaseTimes::mlp);
+  clock.lap(&PhaseTimes::mlp, layer);
 }
 
 }  // namespace waste

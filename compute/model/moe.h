@@ -2,6 +2,7 @@
 // shared experts (MODELS.md 3, 4.5) and K3's latent MoE (A.5), where routed experts work in a
 // narrower latent width between a down and an up projection.
 #pragma once
+#include <vector>
 #include <cstdint>
 #include <span>
 
@@ -31,8 +32,9 @@ void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int6
 // matmul per matrix and expert), accumulating the weighted outputs. x, y: [n, D].
 // Experts come through ExpertSource's batch protocol (fetch the union once, apply in arrival
 // order, sum in ascending expert order: bit-identical whatever the arrival order). prof, when
-// given, collects router / fetch wait / expert kernel / other MLP time.
+// given, collects router / fetch wait / expert kernel / other MLP time. routed, when given,
+// gets the ascending ids of the experts the n tokens chose (the union fetched).
 void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
-                 int64_t n, float* y, PhaseTimes* prof = nullptr);
+                 int64_t n, float* y, PhaseTimes* prof = nullptr, std::vector<int>* routed = nullptr);
 
 }  // namespace waste

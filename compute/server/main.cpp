@@ -20,13 +20,15 @@
 #include "shared/util/error.h"
 #include "shared/util/run_dir.h"
 #include "shared/util/progress.h"
+#include "shared/util/timeline.h"
 
 namespace {
 
 constexpr const char* kSocketName = "compute.sock";
 constexpr const char* kLockName = "compute.lock";
 
-int run(waste::server::ServiceOptions so, const std::string& run_dir, const std::string& tcp, bool no_iod) {
+int run(waste::server::ServiceOptions so, const std::string& run_dir, const std::string& tcp, bool no_iod,
+        const std::string& timeline_path) {
   // Signals first, before any thread exists, so every thread inherits them blocked and the
   // event loop is the one that sees them.
   kj::UnixEventPort::captureSignal(SIGTERM);
@@ -40,6 +42,10 @@ int run(waste::server::ServiceOptions so, const std::string& run_dir, const std:
   }
   if (so.iod_socket.empty())
     spdlog::info("compute: no iod (--iod not given and no {}/iod.sock): reading experts in-process", run_dir);
+  if (!timeline_path.empty()) {
+    waste::timeline::start(timeline_path, "waste-compute");
+    spdlog::info("compute: recording a timeline to {} (written at shutdown)", timeline_path);
+  }
   spdlog::info("compute: opening {}", so.model);
   waste::server::EngineService service(so);
   spdlog::info("compute: {} layers, vocab {}, trunk {}, experts: {}", service.config().n_layers, service.config().vocab,
@@ -70,6 +76,8 @@ int run(waste::server::ServiceOptions so, const std::string& run_dir, const std:
   auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
   service.stop([f] { (*f)->fulfill(); });
   paf.promise.wait(io.waitScope);
+  if (!timeline_path.empty())
+    spdlog::info("compute: timeline: {} events written to {}", waste::timeline::stop(), timeline_path);
   return 0;
 }
 
@@ -77,7 +85,7 @@ int run(waste::server::ServiceOptions so, const std::string& run_dir, const std:
 
 int main(int argc, char** argv) {
   waste::server::ServiceOptions so;
-  std::string run_dir, tcp;
+  std::string run_dir, tcp, timeline_path;
   int threads = 0;
   bool no_iod = false;
   CLI::App app{"waste-compute: the engine (trunk, sessions) serving Engine RPC to front ends"};
@@ -94,12 +102,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch", so.max_batch, "sessions per forward step at most (0: every ready session; 1: unbatched)");
   app.add_option("--cache", so.in_process_cache_bytes, "in-process record cache bytes when there is no iod");
   app.add_option("--tcp", tcp, "also listen on this TCP address (host:port); unauthenticated");
+  app.add_option("--timeline", timeline_path,
+                 "record a Chrome trace (phases per layer and expert) and write it here at shutdown; "
+                 "merge with iod's with `waste timeline merge`");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   // The global pool reads WASTE_THREADS when first used.
   if (threads > 0) ::setenv("WASTE_THREADS", std::to_string(threads).c_str(), 1);
   try {
-    return run(so, run_dir, tcp, no_iod);
+    return run(so, run_dir, tcp, no_iod, timeline_path);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -52,6 +52,7 @@ void run_bench(const BenchOptions& o) {
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
 
   PhaseTimes phases;
+  const Model::LookaheadStats la_before = e.model().lookahead_stats();
   e.model().set_profile(&phases);
   const ExpertSourceStats before = e.experts().stats();
   const auto t0 = std::chrono::steady_clock::now();
@@ -65,6 +66,9 @@ void run_bench(const BenchOptions& o) {
   const uint64_t pf_issued = after.prefetch_issued - before.prefetch_issued,
                  pf_used = after.prefetch_used - before.prefetch_used,
                  pf_wasted = after.prefetch_wasted - before.prefetch_wasted;
+  Model::LookaheadStats la = e.model().lookahead_stats();
+  la.visits -= la_before.visits, la.predicted -= la_before.predicted, la.needed -= la_before.needed,
+      la.hit -= la_before.hit;
   const double per = 1000.0 / o.tokens;  // ms per token
   const std::pair<const char*, double> rows[] = {
       {"attention", phases.attention}, {"router", phases.router},     {"fetch_wait", phases.fetch_wait},
@@ -82,6 +86,8 @@ void run_bench(const BenchOptions& o) {
     j["bytes_read"] = bytes;
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
     j["prefetch"] = {{"issued", pf_issued}, {"used", pf_used}, {"wasted", pf_wasted}};
+    j["lookahead"] = {{"per_token", e.model().lookahead()}, {"recall", la.recall()}, {"precision", la.precision()},
+                      {"guessed", la.predicted}, {"needed", la.needed}, {"hit", la.hit}};
     if (o.prefill > 0) {
       j["prefill"] = {{"tokens", o.prefill},
                       {"chunk", o.engine.chunk},
@@ -112,6 +118,9 @@ void run_bench(const BenchOptions& o) {
   std::printf("  expert hits %llu, misses %llu, %.3f GB read; prefetch issued %llu, used %llu, wasted %llu\n",
               (unsigned long long)hits, (unsigned long long)misses, double(bytes) / 1e9, (unsigned long long)pf_issued,
               (unsigned long long)pf_used, (unsigned long long)pf_wasted);
+  if (e.model().lookahead() > 0)
+    std::printf("  lookahead %d per token: recall %.1f%% of the routed experts, precision %.1f%% of the guesses\n",
+                e.model().lookahead(), 100 * la.recall(), 100 * la.precision());
   std::printf("  per token:");
   for (const auto& [name, t] : rows) std::printf(" %s %.2f ms", name, t * per);
   std::printf("\n");

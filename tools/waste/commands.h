@@ -16,5 +16,6 @@ void register_run_command(CLI::App& app);         // run            (tools/waste
 void register_bench_command(CLI::App& app);       // bench          (tools/waste/cmd_bench.cpp)
 void register_up_commands(CLI::App& app);         // up, down, status (tools/waste/cmd_up.cpp)
 void register_chat_command(CLI::App& app);        // chat           (tools/waste/cmd_chat.cpp)
+void register_timeline_command(CLI::App& app);    // timeline merge (tools/waste/cmd_timeline.cpp)
 
 }  // namespace waste::cli

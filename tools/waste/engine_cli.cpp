@@ -8,6 +8,7 @@
 
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
+#include "shared/util/timeline.h"
 
 namespace waste::cli {
 
@@ -15,6 +16,9 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("model", o.model, "Container directory (.waste)")->required();
   cmd->add_option("--ctx", o.context, "Session context in tokens (4096)");
   cmd->add_option("--chunk", o.chunk, "Prefill chunk in tokens (32): each chunk fetches the union of its experts once");
+  cmd->add_option("--kda-chunk", o.kda_chunk,
+                  "KDA prefill: tokens per chunk of the chunked delta rule (16 is faster; 1, the default: the "
+                  "recurrence, logits independent of --chunk)");
   cmd->add_option("--lookahead", o.lookahead, "Experts prefetched per token for the next layer (default top_k + 2, 0: off)");
   cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
   cmd->add_option("--run-dir", o.run_dir, "iod run directory: attach to the iod running there, else start one there");
@@ -22,6 +26,9 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("--slots", o.slots, "Exact cache slots of a private iod (overrides --budget)");
   cmd->add_option("--working-sets", o.working_sets,
                   "Private iod cache in token working sets (MoE layers x top_k records) beyond one layer in flight");
+  cmd->add_option("--timeline", o.timeline,
+                  "Write a Chrome trace (Perfetto, chrome://tracing) of this run: compute's phases per layer and "
+                  "expert, and a private iod's reads, on one clock");
   cmd->add_flag("!--no-progress", o.progress, "No progress bar");
 }
 
@@ -30,8 +37,13 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
   eo.model = o.model;
   eo.context = o.context;
   eo.prefill_chunk = o.chunk;
+  eo.kda_chunk = o.kda_chunk;
   eo.lookahead = o.lookahead;
   eo.progress = o.progress;
+  if (!o.timeline.empty()) {
+    timeline_ = o.timeline;
+    timeline::start(timeline_ + ".compute.part", "waste (compute)");
+  }
   if (o.resident) {
     iod_container_ = std::make_unique<Container>(Container::open(o.model));
     resident_ = std::make_unique<ResidentExperts>(*iod_container_, o.progress);
@@ -64,6 +76,10 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
       }
       if (slots > 0) args.insert(args.end(), {"--slots", std::to_string(slots)});
       else if (!o.budget.empty()) args.insert(args.end(), {"--budget", o.budget});
+      if (!timeline_.empty()) {
+        iod_timeline_ = timeline_ + ".iod.part";
+        args.insert(args.end(), {"--timeline", iod_timeline_});
+      }
       // The daemon logs to its stdout; point the child's stdout at our stderr so that command
       // output (`--json`, generated text) stays clean. fd 1 is swapped only around the fork.
       std::fflush(stdout);
@@ -92,11 +108,25 @@ EngineHandle::~EngineHandle() {
   engine_.reset();
   iod_experts_.reset();
   resident_.reset();
-  if (private_iod_) private_iod_->stop();
+  if (private_iod_) private_iod_->stop();  // the daemon writes its trace part as it exits
   private_iod_.reset();
   if (!tmp_run_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(tmp_run_dir_, ec);
+  }
+  if (!timeline_.empty()) {
+    try {
+      timeline::stop();
+      std::vector<std::string> parts = {timeline_ + ".compute.part"};
+      std::error_code ec;
+      if (!iod_timeline_.empty() && std::filesystem::exists(iod_timeline_, ec)) parts.push_back(iod_timeline_);
+      timeline::merge(timeline_, parts.data(), parts.size());
+      for (const auto& p : parts) std::filesystem::remove(p, ec);
+      std::fprintf(stderr, "timeline: %s (%s)\n", timeline_.c_str(),
+                   parts.size() > 1 ? "compute and iod" : "compute only");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "timeline: %s\n", e.what());  // a destructor must not throw
+    }
   }
 }
 

@@ -19,6 +19,7 @@ struct EngineCliOptions {
   std::string model;
   int64_t context = 4096;
   int chunk = 32;
+  int kda_chunk = 1;
   int lookahead = -1;
   bool no_iod = false;
   std::string run_dir;      // attach to (or start) iod here; empty: a private temporary one
@@ -27,12 +28,14 @@ struct EngineCliOptions {
   double working_sets = 0;  // private iod: slots = one layer in flight + this many token working sets
   bool progress = true;
   bool resident = false;    // every expert read into RAM first (no iod; bench --resident)
+  std::string timeline;     // Chrome trace of the run (compute spans, and a private iod's reads)
 };
 
 // Adds MODEL (positional) and the options above to `cmd`.
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
 
-// An opened engine and whatever serves its experts; stops a private iod on destruction.
+// An opened engine and whatever serves its experts; stops a private iod on destruction (and
+// then writes the --timeline trace: compute's spans and the private iod's, one clock).
 class EngineHandle {
  public:
   explicit EngineHandle(const EngineCliOptions& o);
@@ -49,6 +52,8 @@ class EngineHandle {
   std::unique_ptr<ResidentExperts> resident_;
   std::unique_ptr<Engine> engine_;
   std::string path_note_;
+  std::string timeline_;      // the merged trace to write at the end
+  std::string iod_timeline_;  // the private iod's part (empty: none)
 };
 
 }  // namespace waste::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   waste::cli::register_bench_command(app);
   waste::cli::register_up_commands(app);
   waste::cli::register_chat_command(app);
+  waste::cli::register_timeline_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -164,8 +164,8 @@ TEST_CASE("prefill equals token-by-token decode, sessions are independent, bound
         nlohmann::json::parse(read_file_text(dir + "/tokens.json", 1 << 20)).at("input_ids").get<std::vector<int32_t>>();
     const int64_t V = ckpt.config().vocab, n = 12;
 
-    // kda_chunk 1: prefill runs KDA's recurrence, the same float sums as decode. The default
-    // chunked form only reorders sums: same argmax, differences of float rounding.
+    // kda_chunk 1 (the default): prefill runs KDA's recurrence, the same float sums as decode.
+    // The chunked form only reorders sums: same argmax, differences of float rounding.
     for (int kda_chunk : {1, kKdaPrefillChunk}) {
       CAPTURE(kda_chunk);
       model.set_kda_chunk(kda_chunk);
