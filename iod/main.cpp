@@ -7,6 +7,7 @@
 #include "iod/cache/policy.h"
 #include "iod/daemon.h"
 #include "shared/util/error.h"
+#include "shared/util/timeline.h"
 
 int main(int argc, char** argv) {
   waste::iod::DaemonOptions o;
@@ -20,6 +21,10 @@ int main(int argc, char** argv) {
   app.add_option("--qd", o.queue_depth, "reads in flight (io_uring queue depth / pread threads)");
   app.add_option("--policy", o.policy, waste::cache::policy_help());
   app.add_option("--trace", o.trace, "write every request to this file (JSON lines)");
+  std::string timeline_path;
+  app.add_option("--timeline", timeline_path,
+                 "record a Chrome trace of reads (queued, read, prefetch used) and write it here at exit; "
+                 "merge with compute's with `waste timeline merge`");
   bool no_prewarm = false;
   app.add_flag("--no-prewarm", no_prewarm, "do not read the usage file's hottest records at start");
   bool no_usage = false;
@@ -31,7 +36,23 @@ int main(int argc, char** argv) {
   // A daemon logs to stderr: stdout stays free for whoever started it (waste iobench --json).
   spdlog::set_default_logger(spdlog::stderr_color_mt("iod"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  // Writes the trace on every way out of main (a clean stop or an error).
+  struct TimelineWriter {
+    std::string path;
+    ~TimelineWriter() {
+      if (path.empty()) return;
+      try {
+        spdlog::info("iod: timeline: {} events written to {}", waste::timeline::stop(), path);
+      } catch (const std::exception& e) {
+        spdlog::error("iod: {}", e.what());
+      }
+    }
+  } writer;
   try {
+    if (!timeline_path.empty()) {
+      waste::timeline::start(timeline_path, "waste-iod");
+      writer.path = timeline_path;
+    }
     return waste::iod::run_daemon(o);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

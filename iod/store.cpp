@@ -11,6 +11,7 @@
 
 #include "iod/io/record_checksum.h"
 #include "shared/util/error.h"
+#include "shared/util/timeline.h"
 
 namespace waste::iod {
 
@@ -213,10 +214,15 @@ void Store::start_read(uint32_t slot, ExpertKey key, bool demand, bool evicted, 
   job.dst = segment_.slot_data(slot);
   job.layer = key.layer;
   job.expert = key.expert;
+  timeline::instant(demand ? "demand_queued" : "prefetch_queued", "iod", int(key.layer), int(key.expert));
   queue_.push(job, demand);
 }
 
 void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns) {
+  if (timeline::enabled()) {
+    const int64_t now = timeline::now_ns();
+    timeline::span("read", "iod", now - int64_t(latency_ns), now, int(job.layer), int(job.expert));
+  }
   std::string why;
   const ExpertLayerInfo* l = container_.expert_layer(int(job.layer));
   const std::string who = "layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": ";
@@ -354,6 +360,7 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
       if (si.prefetched_unused) {
         ++prefetch_used_;
         si.prefetched_unused = false;
+        timeline::instant("prefetch_used", "iod", int(key.layer), int(key.expert));
       }
     } else {
       ++misses_;
