@@ -39,8 +39,8 @@ curl -sS -N "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: appli
   -d '{"messages": [{"role": "user", "content": "Tell me about streaming experts from disk."}],
        "max_tokens": 24, "stream": true}'
 echo
-echo "== waste run through the running iod (warm expert cache)"
-"$WASTE" run "$MODEL" "The capital of France is" -n 24 --run-dir "$RUN_DIR" --no-progress
+echo "== waste run through the running instance (Engine RPC: warm trunk and expert cache)"
+"$WASTE" run "$MODEL" "The capital of France is" -n 24 --connect "$RUN_DIR" --no-progress
 echo "== waste status"
 "$WASTE" status --run-dir "$RUN_DIR"
 echo "== waste down"
