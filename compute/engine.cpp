@@ -1,5 +1,6 @@
 #include "compute/engine.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "compute/model/container_weights.h"
@@ -54,7 +55,9 @@ Engine::Engine(const EngineOptions& options) : options_(options), container_(Con
     experts_ = own_experts_.get();
   }
   model_ = std::make_unique<Model>(Model::create(*weights_, *experts_, c));
-  model_->set_lookahead(options_.lookahead < 0 ? c.top_k + 2 : options_.lookahead);
+  // top_k / 2: when decode is disk-bound every wrong guess is a read the token waits behind;
+  // on the Kimi-Linear shape half of top_k beat both more (top_k, top_k + 2) and none.
+  model_->set_lookahead(options_.lookahead < 0 ? std::max(1, c.top_k / 2) : options_.lookahead);
   model_->set_kda_chunk(options_.kda_chunk);
   if (!container_.tokenizer_path().empty()) {
     require(!container_.tokenizer_config_path().empty(),

@@ -33,7 +33,7 @@ struct EngineOptions {
   bool verify_checksums = false;      // trunk tensor checksums at load
   int prefill_chunk = 32;             // tokens per forward during prefill (>= 1)
   int kda_chunk = 1;                  // KDA's chunked prefill form (kda.h); 1: the recurrence
-  int lookahead = -1;                 // experts prefetched per token for the next layer; -1: top_k + 2, 0: off
+  int lookahead = -1;                 // experts prefetched per token for the next layer; -1: top_k / 2 (measured best, docs/MEASUREMENTS.md), 0: off
   // Routed experts: nullptr = read from the container in-process (a record cache of
   // in_process_cache_bytes); else this source (e.g. IodExperts), which must outlive the Engine.
   ExpertSource* experts = nullptr;

@@ -19,7 +19,7 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("--kda-chunk", o.kda_chunk,
                   "KDA prefill: tokens per chunk of the chunked delta rule (16 is faster; 1, the default: the "
                   "recurrence, logits independent of --chunk)");
-  cmd->add_option("--lookahead", o.lookahead, "Experts prefetched per token for the next layer (default top_k + 2, 0: off)");
+  cmd->add_option("--lookahead", o.lookahead, "Experts prefetched per token for the next layer (default top_k / 2, 0: off)");
   cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
   cmd->add_option("--run-dir", o.run_dir, "iod run directory: attach to the iod running there, else start one there");
   cmd->add_option("--budget", o.budget, "Expert cache of a private iod (bytes: 4G, 900M, ...)");
