@@ -3,6 +3,8 @@
 // change only rounding (same argmax, relative difference within 1e-5).
 #include <doctest/doctest.h>
 
+#include "tests/unit/fixture_dir.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -20,12 +22,6 @@
 using namespace waste;
 
 namespace {
-
-std::string fixture_dir(const char* name) {
-  const char* dir = std::getenv("WASTE_SHARED_DIR");
-  REQUIRE(dir != nullptr);
-  return std::string(dir) + "/fixtures/" + name;
-}
 
 // Hands a layer's experts out in a shuffled order (as iod's completion order would), keeping
 // every view until end_layer, and records prefetch hints.

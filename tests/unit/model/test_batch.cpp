@@ -4,6 +4,8 @@
 // batch's experts once; a refused batch changes no session.
 #include <doctest/doctest.h>
 
+#include "tests/unit/fixture_dir.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -21,12 +23,6 @@
 using namespace waste;
 
 namespace {
-
-std::string fixture_dir(const char* name) {
-  const char* dir = std::getenv("WASTE_SHARED_DIR");
-  REQUIRE(dir != nullptr);
-  return std::string(dir) + "/fixtures/" + name;
-}
 
 // Counts the batch protocol's fetches: one fetch_layer per MoE layer and forward, and how many
 // experts each asked for.

@@ -3,6 +3,8 @@
 // the reference greedy continuation. Tolerance from fixtures/README.md.
 #include <doctest/doctest.h>
 
+#include "tests/unit/fixture_dir.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -19,12 +21,6 @@
 using namespace waste;
 
 namespace {
-
-std::string fixture_dir(const char* name) {
-  const char* dir = std::getenv("WASTE_SHARED_DIR");
-  REQUIRE(dir != nullptr);
-  return std::string(dir) + "/fixtures/" + name;
-}
 
 std::vector<float> read_f32(const std::string& path) {
   std::vector<uint8_t> bytes = read_file_bytes(path, 64 << 20);

@@ -2,6 +2,8 @@
 // session contract (prefill = token-by-token decode, bounds, errors).
 #include <doctest/doctest.h>
 
+#include "tests/unit/fixture_dir.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -37,12 +39,6 @@ ModelConfig k2_like(float factor, float beta_fast) {
   c.yarn_mscale = c.yarn_mscale_all_dim = 1.0f;
   c.yarn_original_max_positions = 4096;
   return c;
-}
-
-std::string fixture_dir(const char* name) {
-  const char* dir = std::getenv("WASTE_SHARED_DIR");
-  REQUIRE(dir != nullptr);
-  return std::string(dir) + "/fixtures/" + name;
 }
 
 float logit_of(float p) { return std::log(p / (1.0f - p)); }
