@@ -72,7 +72,7 @@ void register_up_commands(CLI::App& app) {
   struct UpOptions {
     std::string model, budget, http, run_dir;
     bool foreground = false;
-    int ctx = 0, threads = 0, max_sessions = 0;
+    int ctx = 0, threads = 0, max_sessions = 0, max_batch = -1;
   };
   auto o = std::make_shared<UpOptions>();
   CLI::App* up = app.add_subcommand("up", "Start an instance (iod, compute, optionally HTTP) under the supervisor");
@@ -84,6 +84,7 @@ void register_up_commands(CLI::App& app) {
   up->add_option("--ctx", o->ctx, "Session context in tokens");
   up->add_option("--threads", o->threads, "Compute threads");
   up->add_option("--max-sessions", o->max_sessions, "Open sessions at most");
+  up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)");
   up->callback([o] {
     std::vector<std::string> a = {"up", o->model, "--run-dir", o->run_dir.empty() ? client::default_run_dir() : o->run_dir};
     if (!o->budget.empty()) a.insert(a.end(), {"--budget", o->budget});
@@ -92,6 +93,7 @@ void register_up_commands(CLI::App& app) {
     if (o->ctx) a.insert(a.end(), {"--ctx", std::to_string(o->ctx)});
     if (o->threads) a.insert(a.end(), {"--threads", std::to_string(o->threads)});
     if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
+    if (o->max_batch >= 0) a.insert(a.end(), {"--max-batch", std::to_string(o->max_batch)});
     if (int rc = run_supervisor(a); rc != 0) std::exit(rc);
   });
 
