@@ -139,12 +139,16 @@ void Store::on_engine_failed(const std::string& why) {
   // Runs on the dying engine's thread; the queue still holds every job it did not take.
   std::lock_guard lock(fallback_mu_);
   if (fallback_engine_ || queue_.closed()) return;
+  // The path is named before the pool starts: its first reads may complete (and a client ask
+  // for stats) before this thread would otherwise get the store lock back.
+  {
+    std::lock_guard state(mu_);
+    io_path_ = "pread pool of " + std::to_string(options_.queue_depth) + " threads (io_uring failed while serving: " +
+               why + ")";
+    spdlog::warn("iod: reads continue via {}", io_path_);
+  }
   ReadDone done = [this](const ReadJob& j, int64_t r, uint64_t ns) { on_read_done(j, r, ns); };
   fallback_engine_ = make_pread_engine(queue_, done, options_.queue_depth);
-  std::lock_guard state(mu_);
-  io_path_ = "pread pool of " + std::to_string(options_.queue_depth) + " threads (io_uring failed while serving: " +
-             why + ")";
-  spdlog::warn("iod: reads continue via {}", io_path_);
 }
 
 void Store::set_slots_changed(std::function<void()> fn) {
