@@ -4,6 +4,8 @@
 // mild to steep enough that the factorised products must leave channels out.
 #include <doctest/doctest.h>
 
+#include "tests/unit/model/kernel_compare.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -14,6 +16,7 @@
 #include "shared/util/thread_pool.h"
 
 using namespace waste;
+using namespace waste::test;
 
 namespace {
 
@@ -21,17 +24,6 @@ float max_abs(const std::vector<float>& x) {
   float m = 0;
   for (float v : x) m = std::max(m, std::fabs(v));
   return m;
-}
-
-// max |a - b| / max |b|: the error relative to the size of the reference.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    REQUIRE(std::isfinite(a[i]));
-    m = std::max(m, double(std::fabs(a[i] - b[i])));
-  }
-  return m / std::max(double(max_abs(b)), 1e-30);
 }
 
 enum class Gate { KimiMild, KimiSteep, K3 };

@@ -4,6 +4,8 @@
 // calling thread alone.
 #include <doctest/doctest.h>
 
+#include "tests/unit/model/kernel_compare.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -13,18 +15,9 @@
 #include "compute/model/ops.h"
 
 using namespace waste;
+using namespace waste::test;
 
 namespace {
-
-std::vector<SimdLevel> simd_levels_of_cpu() {
-  std::vector<SimdLevel> levels;
-#if defined(__x86_64__)
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma) levels.push_back(SimdLevel::Avx2);
-  if (f.avx512f) levels.push_back(SimdLevel::Avx512);
-#endif
-  return levels;
-}
 
 // The recurrence as MODELS.md writes it (and kda.cpp did before vectorising): the whole state
 // decayed, then u, then the update, then the read.
@@ -89,18 +82,6 @@ std::vector<float> run(const Steps& s, SimdLevel level, std::vector<float>& S, b
       kda_step(level, s.K, &s.q[at], &s.k[at], &s.v[at], &s.alpha[at], s.beta[size_t(t)], S.data(), &o[at]);
   }
   return o;
-}
-
-// max |a - b| / max |b|.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0, ref = 1e-30;
-  for (size_t i = 0; i < a.size(); ++i) {
-    REQUIRE(std::isfinite(a[i]));
-    m = std::max(m, double(std::fabs(a[i] - b[i])));
-    ref = std::max(ref, double(std::fabs(b[i])));
-  }
-  return m / ref;
 }
 
 }  // namespace
