@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "shared/util/error.h"
+#include "shared/util/large_alloc.h"
 #include "shared/util/progress.h"
 
 namespace waste {
@@ -17,7 +18,7 @@ ResidentExperts::ResidentExperts(const Container& c, bool progress) {
     Layer& dst = layers_[l.layer];
     dst.info = &l;
     const uint64_t bytes = round_up(uint64_t(l.expert_count) * l.layout.stride, kRecordAlign);
-    auto* raw = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlign, bytes));
+    auto* raw = static_cast<uint8_t*>(alloc_large(bytes));
     require(raw != nullptr, "out of memory for the " + std::to_string(bytes) + " expert bytes of layer " +
                                 std::to_string(l.layer) + " (--resident needs every expert in RAM)");
     dst.records.reset(raw);

@@ -11,6 +11,7 @@
 #include "shared/container/manifest_io.h"
 #include "shared/model/tensors.h"
 #include "shared/util/error.h"
+#include "shared/util/large_alloc.h"
 #include "shared/util/file.h"
 
 namespace waste {
@@ -221,7 +222,7 @@ Trunk::Trunk(const Container& c, const std::vector<std::string>& skip, bool veri
     total = round_up(total + tensors[i].bytes, kTensorAlign);
   }
   resident_ = total;
-  void* p = std::aligned_alloc(kTensorAlign, std::max<uint64_t>(total, kTensorAlign));
+  void* p = alloc_large(std::max<uint64_t>(total, kTensorAlign));  // 2 MiB-aligned, so kTensorAlign too
   require(p != nullptr, c.trunk_path() + ": cannot allocate " + std::to_string(total) + " bytes for the trunk");
   blob_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
   const File& f = c.trunk_file();
