@@ -161,6 +161,29 @@ struct Layer {
   }
 };
 
+// Random weights of one KDA layer of `heads` x `head_dim` on a hidden size of D (low-rank
+// gates of rank 8, short convolutions of 4 taps).
+void random_kda_layer(Layer& l, int64_t D, int heads, int head_dim, std::mt19937& rng) {
+  const int64_t P = int64_t(heads) * head_dim;
+  l.store.reserve(32);  // (inner buffers keep their address when the outer vector grows)
+  const float s = 1.0f / std::sqrt(float(D));
+  l.w.q_proj = l.mat(P, D, rng, s);
+  l.w.k_proj = l.mat(P, D, rng, s);
+  l.w.v_proj = l.mat(P, D, rng, s);
+  l.w.q_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
+  l.w.k_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
+  l.w.v_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
+  l.w.f_a = l.mat(8, D, rng, s);
+  l.w.f_b = l.mat(P, 8, rng, 0.5f);
+  l.w.A_log = l.vec(size_t(heads), rng, 1.0f, 0.5f);
+  l.w.dt_bias = l.vec(size_t(P), rng, -1.0f, 1.0f);
+  l.w.b_proj = l.mat(heads, D, rng, s);
+  l.w.g_a = l.mat(8, D, rng, s);
+  l.w.g_b = l.mat(P, 8, rng, 0.5f);
+  l.w.o_norm = l.vec(size_t(head_dim), rng, 1.0f, 0.1f);
+  l.w.o_proj = l.mat(D, P, rng, 1.0f / std::sqrt(float(P)));
+}
+
 }  // namespace
 
 TEST_CASE("kda_forward: chunked prefill = token-by-token, across calls (conv windows, gates, norm)") {
@@ -172,26 +195,10 @@ TEST_CASE("kda_forward: chunked prefill = token-by-token, across calls (conv win
     c.conv_kernel = 4;
     c.rms_eps = 1e-5f;
     c.kda_lower_bound = k3;
-    const int64_t D = c.hidden, P = 48;
+    const int64_t D = c.hidden;
     std::mt19937 rng(k3 ? 11 : 12);
     Layer l;
-    l.store.reserve(32);  // (inner buffers keep their address when the outer vector grows)
-    const float s = 1.0f / std::sqrt(float(D));
-    l.w.q_proj = l.mat(P, D, rng, s);
-    l.w.k_proj = l.mat(P, D, rng, s);
-    l.w.v_proj = l.mat(P, D, rng, s);
-    l.w.q_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
-    l.w.k_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
-    l.w.v_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
-    l.w.f_a = l.mat(8, D, rng, s);
-    l.w.f_b = l.mat(P, 8, rng, 0.5f);
-    l.w.A_log = l.vec(3, rng, 1.0f, 0.5f);
-    l.w.dt_bias = l.vec(size_t(P), rng, -1.0f, 1.0f);
-    l.w.b_proj = l.mat(3, D, rng, s);
-    l.w.g_a = l.mat(8, D, rng, s);
-    l.w.g_b = l.mat(P, 8, rng, 0.5f);
-    l.w.o_norm = l.vec(16, rng, 1.0f, 0.1f);
-    l.w.o_proj = l.mat(D, P, rng, 1.0f / std::sqrt(float(P)));
+    random_kda_layer(l, D, 3, 16, rng);
 
     const int64_t n1 = 37, n2 = 9;
     std::vector<float> x(size_t((n1 + n2) * D));
@@ -223,26 +230,10 @@ TEST_CASE("kda_forward: heads on a pool = the calling thread alone, prefill and 
   c.kda_head_dim = 128;  // 4 x 128 x 128: enough state work per token to go to the pool
   c.conv_kernel = 4;
   c.rms_eps = 1e-5f;
-  const int64_t D = c.hidden, P = 4 * 128;
+  const int64_t D = c.hidden;
   std::mt19937 rng(21);
   Layer l;
-  l.store.reserve(32);
-  const float s = 1.0f / std::sqrt(float(D));
-  l.w.q_proj = l.mat(P, D, rng, s);
-  l.w.k_proj = l.mat(P, D, rng, s);
-  l.w.v_proj = l.mat(P, D, rng, s);
-  l.w.q_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
-  l.w.k_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
-  l.w.v_conv = l.vec(size_t(P) * 4, rng, 0.0f, 0.5f);
-  l.w.f_a = l.mat(8, D, rng, s);
-  l.w.f_b = l.mat(P, 8, rng, 0.5f);
-  l.w.A_log = l.vec(4, rng, 1.0f, 0.5f);
-  l.w.dt_bias = l.vec(size_t(P), rng, -1.0f, 1.0f);
-  l.w.b_proj = l.mat(4, D, rng, s);
-  l.w.g_a = l.mat(8, D, rng, s);
-  l.w.g_b = l.mat(P, 8, rng, 0.5f);
-  l.w.o_norm = l.vec(128, rng, 1.0f, 0.1f);
-  l.w.o_proj = l.mat(D, P, rng, 1.0f / std::sqrt(float(P)));
+  random_kda_layer(l, D, 4, 128, rng);
 
   const int64_t prompt = 21, decode = 3;
   std::vector<float> x(size_t((prompt + decode) * D));
