@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "compute/model/attention_kernels.h"
+#include "shared/kernels/vector_ops.h"  // dot_avx2: the project's AVX2 dot, fixed-order reduction
 
 namespace waste::attention_paths {
 
@@ -36,29 +37,6 @@ void kda_block(int K, int c0, const float* q, const float* k, const float* v, co
   for (int j = 0; j < NV; ++j) _mm256_storeu_ps(o + c0 + 8 * j, acc[j]);
 }
 
-float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// 8 x 4 partial sums, a scalar tail, then a fixed-order reduction.
-float dot256(const float* a, const float* b, int n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  int i = 0;
-  for (; i + 32 <= n; i += 32) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-  }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3))) + tail;
-}
-
 }  // namespace
 
 void kda_step_avx2(int K, const float* q, const float* k, const float* v, const float* alpha, float beta, float* S,
@@ -73,7 +51,7 @@ void mla_scores_avx2(int G, const float* q, int64_t q_stride, const float* rows,
                      float* p, int64_t p_stride) {
   for (int64_t s = 0; s < len; ++s) {
     const float* kr = rows + s * width;
-    for (int g = 0; g < G; ++g) p[g * p_stride + s] = dot256(q + g * q_stride, kr, width) * scale;
+    for (int g = 0; g < G; ++g) p[g * p_stride + s] = dot_avx2(q + g * q_stride, kr, width) * scale;
   }
 }
 

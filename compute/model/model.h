@@ -80,6 +80,10 @@ class Model {
     uint64_t visits = 0, predicted = 0, needed = 0, hit = 0;
     double recall() const { return needed ? double(hit) / double(needed) : 0.0; }
     double precision() const { return predicted ? double(hit) / double(predicted) : 0.0; }
+    // The counts added since `before` (an earlier reading of the same Model).
+    LookaheadStats since(const LookaheadStats& before) const {
+      return {visits - before.visits, predicted - before.predicted, needed - before.needed, hit - before.hit};
+    }
   };
   LookaheadStats lookahead_stats() const;
   // Tokens per chunk of KDA's chunked prefill form (kda.h); 1 (the default): the recurrence,

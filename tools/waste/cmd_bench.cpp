@@ -66,9 +66,7 @@ void run_bench(const BenchOptions& o) {
   const uint64_t pf_issued = after.prefetch_issued - before.prefetch_issued,
                  pf_used = after.prefetch_used - before.prefetch_used,
                  pf_wasted = after.prefetch_wasted - before.prefetch_wasted;
-  Model::LookaheadStats la = e.model().lookahead_stats();
-  la.visits -= la_before.visits, la.predicted -= la_before.predicted, la.needed -= la_before.needed,
-      la.hit -= la_before.hit;
+  const Model::LookaheadStats la = e.model().lookahead_stats().since(la_before);
   const double per = 1000.0 / o.tokens;  // ms per token
   const std::pair<const char*, double> rows[] = {
       {"attention", phases.attention}, {"router", phases.router},     {"fetch_wait", phases.fetch_wait},

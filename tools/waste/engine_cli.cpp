@@ -40,10 +40,7 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
   eo.kda_chunk = o.kda_chunk;
   eo.lookahead = o.lookahead;
   eo.progress = o.progress;
-  if (!o.timeline.empty()) {
-    timeline_ = o.timeline;
-    timeline::start(timeline_ + ".compute.part", "waste (compute)");
-  }
+  timeline_ = o.timeline;
   if (o.resident) {
     iod_container_ = std::make_unique<Container>(Container::open(o.model));
     resident_ = std::make_unique<ResidentExperts>(*iod_container_, o.progress);
@@ -102,6 +99,9 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
     path_note_ = "in-process reads";
   }
   engine_ = std::make_unique<Engine>(eo);
+  // Last: a constructor that throws runs no destructor, which would leave a recording on and
+  // its part file behind. (The trunk load before this point records no spans anyway.)
+  if (!timeline_.empty()) timeline::start(timeline_ + ".compute.part", "waste (compute)");
 }
 
 EngineHandle::~EngineHandle() {
