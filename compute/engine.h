@@ -31,7 +31,7 @@ struct EngineOptions {
   int64_t context = 4096;             // default session context (tokens)
   bool progress = true;               // progress bar while the trunk loads
   bool verify_checksums = false;      // trunk tensor checksums at load
-  int prefill_chunk = 32;             // tokens per forward during prefill (>= 1)
+  int prefill_chunk = 128;            // tokens per forward during prefill (>= 1)
   int kda_chunk = 1;                  // KDA's chunked prefill form (kda.h); 1: the recurrence
   int lookahead = -1;                 // experts prefetched per token for the next layer; -1: top_k / 2 (measured best, docs/MEASUREMENTS.md), 0: off
   // Routed experts: nullptr = read from the container in-process (a record cache of

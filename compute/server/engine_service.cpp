@@ -208,6 +208,13 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
   for (size_t i = 0; i < jobs.size(); ++i)
     if (jobs[i].get() == resume_) start = i;
   resume_ = nullptr;
+  // A prefill chunk runs in the same forward as the decoders' tokens, so a long chunk delays
+  // each of their tokens: beside decoders the chunk is shorter (fewer tokens share each
+  // expert read, but nobody stalls for seconds).
+  step_prefill_chunk_ = size_t(options_.prefill_chunk);
+  for (const auto& j : jobs)
+    if (j->decoding)
+      step_prefill_chunk_ = size_t(std::min(options_.prefill_chunk, options_.prefill_chunk_beside_decoders));
   for (size_t k = 0; k < jobs.size(); ++k) {
     const size_t i = (start + k) % jobs.size();
     Job& j = *jobs[i];
@@ -311,7 +318,7 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
       // One prefill chunk per step, the oldest request's first: the others wait their turn.
       if (prefill_taken) return Plan::Wait;
       prefill_taken = true;
-      const size_t n = std::min(size_t(options_.prefill_chunk), j.feed.size() - j.fed);
+      const size_t n = std::min(step_prefill_chunk_, j.feed.size() - j.fed);
       const bool last = j.fed + n == j.feed.size();
       // Inner chunks need no logits: the output head runs only for the prompt's last token.
       item = {&*s.model, std::span<const int32_t>(j.feed.data() + j.fed, n), j.logits.data(),

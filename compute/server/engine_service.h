@@ -37,7 +37,8 @@ struct ServiceOptions {
   int64_t max_context = 0;         // the most a session may ask for; 0: = context
   int max_sessions = 16;
   int max_queued = 32;             // generate requests waiting or running at once
-  int prefill_chunk = 32;
+  int prefill_chunk = 128;          // prompt tokens per step when no other session is decoding
+  int prefill_chunk_beside_decoders = 32;  // ... and when some are: bounds their wait per token
   int max_batch = 0;               // sessions in one forward step at most; 0: all that are ready
   uint64_t in_process_cache_bytes = 1ull << 30;
 };
@@ -168,6 +169,7 @@ class EngineService {
   uint64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0;
   double decode_seconds_ = 0;
   Job* resume_ = nullptr;  // where the next step starts when --max-batch cut this one short (worker)
+  size_t step_prefill_chunk_ = 1;  // prompt tokens one prefill may feed in this step (worker)
   uint64_t batches_ = 0, batched_sessions_ = 0;
   uint32_t max_batch_ = 0;
   ExpertSourceStats expert_stats_;  // as of the end of the worker's last step

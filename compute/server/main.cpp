@@ -98,7 +98,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "compute threads (default: all cores, or WASTE_THREADS)");
   app.add_option("--max-sessions", so.max_sessions, "open sessions at most (16)");
   app.add_option("--max-queued", so.max_queued, "generate requests queued or running at most (32)");
-  app.add_option("--chunk", so.prefill_chunk, "prefill chunk in tokens (32)");
+  app.add_option("--chunk", so.prefill_chunk, "prefill chunk in tokens when no session is decoding (128)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--chunk-beside-decoders", so.prefill_chunk_beside_decoders,
+                 "prefill chunk in tokens while other sessions decode (32)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-batch", so.max_batch, "sessions per forward step at most (0: every ready session; 1: unbatched)");
   app.add_option("--cache", so.in_process_cache_bytes, "in-process record cache bytes when there is no iod");
   app.add_option("--tcp", tcp, "also listen on this TCP address (host:port); unauthenticated");

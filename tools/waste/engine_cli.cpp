@@ -15,7 +15,7 @@ namespace waste::cli {
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("model", o.model, "Container directory (.waste)")->required();
   cmd->add_option("--ctx", o.context, "Session context in tokens (4096)");
-  cmd->add_option("--chunk", o.chunk, "Prefill chunk in tokens (32): each chunk fetches the union of its experts once");
+  cmd->add_option("--chunk", o.chunk, "Prefill chunk in tokens (128): each chunk fetches the union of its experts once");
   cmd->add_option("--kda-chunk", o.kda_chunk,
                   "KDA prefill: tokens per chunk of the chunked delta rule (16 is faster; 1, the default: the "
                   "recurrence, logits independent of --chunk)");

@@ -18,7 +18,7 @@ namespace waste::cli {
 struct EngineCliOptions {
   std::string model;
   int64_t context = 4096;
-  int chunk = 32;
+  int chunk = 128;
   int kda_chunk = 1;
   int lookahead = -1;
   bool no_iod = false;
