@@ -92,11 +92,29 @@ void for_row_ranges(ThreadPool* pool, int64_t rows, int64_t weights_per_row,
   });
 }
 
+// The int8-activation path on `path` or the widest int8 kernel below it: AVX-512 needs VNNI
+// (else AVX2 does it, with the same result), and unusual groups run the scalar kernel.
+void matmul_int8_path(KernelPath path, const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+  if (!int8_simd_handles(w)) path = KernelPath::Scalar;
+#if defined(__x86_64__)
+  if (path == KernelPath::Avx512 && cpu_features().avx512vnni) return matmul_int8_avx512(w, x, n, y, pool);
+  if (path == KernelPath::Avx512 || path == KernelPath::Avx2) return matmul_int8_avx2(w, x, n, y, pool);
+#endif
+  matmul_int8_scalar(w, x, n, y, pool);
+}
+
 void matmul_path(KernelPath path, const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+  matmul_path(path, activation_mode(), w, x, n, y, pool);
+}
+
+void matmul_path(KernelPath path, ActivationMode mode, const MatrixView& w, const float* x, int64_t n, float* y,
+                 ThreadPool* pool) {
   check_matrix(w, "matmul");
   require(n >= 0, "matmul: negative token count");
   if (n == 0 || w.rows == 0) return;
   require(kernel_path_available(path), std::string("matmul: path ") + kernel_path_name(path) + " not available on this CPU");
+  if (mode == ActivationMode::Int8 && (w.format == TensorFormat::Q8G || w.format == TensorFormat::Q4G))
+    return matmul_int8_path(path, w, x, n, y, pool);
   if (!simd_handles(w)) path = KernelPath::Scalar;
   switch (path) {
 #if defined(__x86_64__)
@@ -109,6 +127,10 @@ void matmul_path(KernelPath path, const MatrixView& w, const float* x, int64_t n
 
 void matvec_path(KernelPath path, const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
   matmul_path(path, w, x, 1, y, pool);
+}
+
+void matvec_path(KernelPath path, ActivationMode mode, const MatrixView& w, const float* x, float* y, ThreadPool* pool) {
+  matmul_path(path, mode, w, x, 1, y, pool);
 }
 
 void matvec(const MatrixView& w, const float* x, float* y) { matmul(w, x, 1, y); }

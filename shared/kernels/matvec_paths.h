@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "shared/kernels/matvec.h"
+#include "shared/kernels/matvec_int8.h"
 
 namespace waste {
 
@@ -31,9 +32,14 @@ void for_row_ranges(ThreadPool* pool, int64_t rows, int64_t weights_per_row,
 
 // y[t*rows + r] = (W x_t)[r] for t < n, on one path; pool may be null (calling thread only).
 // Every path computes each row's sum in an order fixed by the path and the column count
-// alone, so results do not depend on the pool size, the row split, or n.
+// alone, so results do not depend on the pool size, the row split, or n. Q8G/Q4G use the
+// activation mode given, or activation_mode() (matvec_int8.h) when none is; in int8 mode
+// every path gives the same bits.
 void matmul_path(KernelPath path, const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 void matvec_path(KernelPath path, const MatrixView& w, const float* x, float* y, ThreadPool* pool);
+void matmul_path(KernelPath path, ActivationMode mode, const MatrixView& w, const float* x, int64_t n, float* y,
+                 ThreadPool* pool);
+void matvec_path(KernelPath path, ActivationMode mode, const MatrixView& w, const float* x, float* y, ThreadPool* pool);
 
 // The per-path implementations (validated input; simd paths need simd_handles(w)).
 void matmul_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);

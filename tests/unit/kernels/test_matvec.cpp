@@ -75,6 +75,7 @@ std::vector<double> abs_sums(const MatrixView& w, const float* x) {
 
 }  // namespace
 
+// The f32-activation path (WASTE_TRUNK_ACT=f32); the int8 one is test_matvec_int8.cpp.
 TEST_CASE("every path equals the scalar reference exactly on exactly representable data") {
   std::mt19937 rng(1);
   for (TensorFormat f : kFormats)
@@ -85,7 +86,7 @@ TEST_CASE("every path equals the scalar reference exactly on exactly representab
       matvec_scalar(m.view, x.data(), ref.data(), 0, s.rows);
       for (KernelPath p : available_paths()) {
         std::vector<float> y(size_t(s.rows), -1.0f);
-        matvec_path(p, m.view, x.data(), y.data(), nullptr);
+        matvec_path(p, ActivationMode::F32, m.view, x.data(), y.data(), nullptr);
         INFO(describe(p, f, s));
         for (int64_t r = 0; r < s.rows; ++r) REQUIRE_EQ(y[size_t(r)], ref[size_t(r)]);
       }
@@ -103,7 +104,7 @@ TEST_CASE("every path matches the scalar reference on random data within f32 rou
       std::vector<double> scale = abs_sums(m.view, x.data());
       for (KernelPath p : available_paths()) {
         std::vector<float> y(static_cast<size_t>(s.rows));
-        matvec_path(p, m.view, x.data(), y.data(), nullptr);
+        matvec_path(p, ActivationMode::F32, m.view, x.data(), y.data(), nullptr);
         INFO(describe(p, f, s));
         double worst = 0;
         for (int64_t r = 0; r < s.rows; ++r) {
@@ -116,14 +117,19 @@ TEST_CASE("every path matches the scalar reference on random data within f32 rou
     }
 }
 
-TEST_CASE("matvec() uses a path that matches the reference") {
+TEST_CASE("matvec() uses a path that matches the reference of the process's activation mode") {
   std::mt19937 rng(3);
   StoredMatrix m = random_matrix(TensorFormat::Q4G, 300, 1024, 32, rng);  // > 256K weights: threaded
   std::vector<float> x = random_activations(1024, rng), y(300), ref(300);
   matvec(m.view, x.data(), y.data());
-  matvec_scalar(m.view, x.data(), ref.data(), 0, 300);
-  std::vector<double> scale = abs_sums(m.view, x.data());
-  for (int r = 0; r < 300; ++r) CHECK_LT(std::fabs(y[size_t(r)] - ref[size_t(r)]), 1e-5 * scale[size_t(r)]);
+  if (activation_mode() == ActivationMode::Int8) {
+    matmul_int8_scalar(m.view, x.data(), 1, ref.data(), nullptr);
+    CHECK_EQ(std::memcmp(y.data(), ref.data(), 300 * 4), 0);
+  } else {
+    matvec_scalar(m.view, x.data(), ref.data(), 0, 300);
+    std::vector<double> scale = abs_sums(m.view, x.data());
+    for (int r = 0; r < 300; ++r) CHECK_LT(std::fabs(y[size_t(r)] - ref[size_t(r)]), 1e-5 * scale[size_t(r)]);
+  }
 }
 
 TEST_CASE("matmul equals matvec per token bit for bit on every path") {
@@ -135,15 +141,16 @@ TEST_CASE("matmul equals matvec per token bit for bit on every path") {
       StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
       for (int64_t n : {1, 2, 3, 4, 5, 8, 67}) {
         std::vector<float> x = random_activations(n * s.cols, rng);
-        for (KernelPath p : available_paths()) {
-          INFO(describe(p, f, s), " n ", n);
-          std::vector<float> y(static_cast<size_t>(n * s.rows)), one(size_t(s.rows));
-          matmul_path(p, m.view, x.data(), n, y.data(), n == 67 ? &pool : nullptr);
-          for (int64_t t = 0; t < n; ++t) {
-            matvec_path(p, m.view, x.data() + t * s.cols, one.data(), nullptr);
-            REQUIRE_EQ(std::memcmp(one.data(), y.data() + t * s.rows, size_t(s.rows) * 4), 0);
+        for (KernelPath p : available_paths())
+          for (ActivationMode mode : {ActivationMode::F32, ActivationMode::Int8}) {
+            INFO(describe(p, f, s), " n ", n, " ", activation_mode_name(mode));
+            std::vector<float> y(static_cast<size_t>(n * s.rows)), one(size_t(s.rows));
+            matmul_path(p, mode, m.view, x.data(), n, y.data(), n == 67 ? &pool : nullptr);
+            for (int64_t t = 0; t < n; ++t) {
+              matvec_path(p, mode, m.view, x.data() + t * s.cols, one.data(), nullptr);
+              REQUIRE_EQ(std::memcmp(one.data(), y.data() + t * s.rows, size_t(s.rows) * 4), 0);
+            }
           }
-        }
       }
     }
   }
@@ -155,13 +162,14 @@ TEST_CASE("results do not depend on the thread count") {
   for (TensorFormat f : kFormats) {
     StoredMatrix m = random_matrix(f, 1001, 512, 32, rng);
     std::vector<float> x = random_activations(512 * 5, rng);
-    for (KernelPath p : available_paths()) {
-      INFO(kernel_path_name(p), " ", format_name(f));
+    for (KernelPath p : available_paths())
+    for (ActivationMode mode : {ActivationMode::F32, ActivationMode::Int8}) {
+      INFO(kernel_path_name(p), " ", format_name(f), " ", activation_mode_name(mode));
       for (int64_t n : {1, 5}) {
         std::vector<float> a(static_cast<size_t>(1001 * n)), b(a.size()), c(a.size());
-        matmul_path(p, m.view, x.data(), n, a.data(), &one);
-        matmul_path(p, m.view, x.data(), n, b.data(), &three);
-        matmul_path(p, m.view, x.data(), n, c.data(), nullptr);
+        matmul_path(p, mode, m.view, x.data(), n, a.data(), &one);
+        matmul_path(p, mode, m.view, x.data(), n, b.data(), &three);
+        matmul_path(p, mode, m.view, x.data(), n, c.data(), nullptr);
         CHECK_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
         CHECK_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0);
       }
@@ -177,7 +185,7 @@ TEST_CASE("groups the SIMD paths do not handle fall back to the scalar path") {
   matvec_scalar(m.view, x.data(), ref.data(), 0, 9);
   for (KernelPath p : available_paths()) {
     std::vector<float> y(9);
-    matvec_path(p, m.view, x.data(), y.data(), nullptr);
+    matvec_path(p, ActivationMode::F32, m.view, x.data(), y.data(), nullptr);
     CHECK_EQ(std::memcmp(y.data(), ref.data(), 9 * 4), 0);
   }
 }

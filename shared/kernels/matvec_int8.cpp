@@ -1,0 +1,150 @@
+// The int8-activation path of Q8G/Q4G (matvec_int8.h): the mode switch, the activation
+// quantizer every path shares, and the portable scalar implementation of the same algorithm.
+#include "shared/kernels/matvec_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "shared/kernels/matvec_paths.h"
+#include "shared/util/error.h"
+#include "shared/util/half.h"
+
+namespace waste {
+
+namespace {
+
+ActivationMode read_activation_mode() {
+  const char* v = std::getenv("WASTE_TRUNK_ACT");
+  if (!v || !*v || std::strcmp(v, "int8") == 0) return ActivationMode::Int8;
+  if (std::strcmp(v, "f32") == 0) return ActivationMode::F32;
+  throw Error(std::string("WASTE_TRUNK_ACT: expected int8 or f32, got '") + v + "'");
+}
+
+constexpr int kLanes = 16;  // lane accumulators of the definition (one zmm, two ymm)
+
+}  // namespace
+
+ActivationMode activation_mode() {
+  static const ActivationMode mode = read_activation_mode();
+  return mode;
+}
+
+const char* activation_mode_name(ActivationMode mode) { return mode == ActivationMode::Int8 ? "int8" : "f32"; }
+
+bool int8_simd_handles(const MatrixView& w) {
+  if (w.group == 0 || w.group % 32 != 0) return false;
+  const uint32_t s = w.group / 32;  // units per group
+  return 16 % s == 0 || s % 16 == 0;
+}
+
+void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group, Int8Layout layout,
+                          Int8Activations& out) {
+  out.n = n;
+  out.cols = cols;
+  out.group = group;
+  out.unit = group % 32 == 0 ? 32 : group;
+  out.units = cols / out.unit;
+  out.padded_units = (out.units + kLanes - 1) / kLanes * kLanes;
+  const int64_t groups = cols / group;
+  out.q.assign(size_t(n * cols), 0);
+  out.group_scale.assign(size_t(n * groups), 0.0f);
+  out.unit_scale.assign(size_t(n * out.padded_units), 0.0f);
+  out.unit_sum.assign(size_t(n * out.padded_units), 0);
+  std::vector<int8_t> natural(static_cast<size_t>(cols));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = x + t * cols;
+    float* gs = out.group_scale.data() + t * groups;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* xg = xt + g * group;
+      float amax = 0;
+      bool finite = true;
+      for (int64_t i = 0; i < group; ++i) {
+        finite = finite && std::isfinite(xg[i]);
+        amax = std::max(amax, std::fabs(xg[i]));
+      }
+      int8_t* qg = natural.data() + g * group;
+      if (!finite || amax == 0) {
+        gs[g] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+        std::memset(qg, 0, size_t(group));
+        continue;
+      }
+      gs[g] = amax / 127.0f;
+      const float inv = 127.0f / amax;
+      for (int64_t i = 0; i < group; ++i) {
+        const float q = std::nearbyint(xg[i] * inv);  // round half to even (default mode)
+        qg[i] = int8_t(std::min(127.0f, std::max(-127.0f, q)));
+      }
+    }
+    float* us = out.unit_scale.data() + t * out.padded_units;
+    int32_t* usum = out.unit_sum.data() + t * out.padded_units;
+    for (int64_t k = 0; k < out.units; ++k) {
+      us[k] = gs[k * out.unit / group];
+      int32_t s = 0;
+      for (int64_t i = 0; i < out.unit; ++i) s += natural[size_t(k * out.unit + i)];
+      usum[k] = s;
+    }
+    int8_t* qt = out.q.data() + t * cols;
+    if (layout == Int8Layout::Natural) {
+      std::memcpy(qt, natural.data(), size_t(cols));
+      continue;
+    }
+    // EvenOdd: blocks of up to 4 units (128 columns), evens then odds (unit is 32 here).
+    for (int64_t b = 0; b < cols; b += 128) {
+      const int64_t m = std::min<int64_t>(128, cols - b) / 2;  // evens (and odds) in the block
+      for (int64_t j = 0; j < m; ++j) {
+        qt[b + j] = natural[size_t(b + 2 * j)];
+        qt[b + m + j] = natural[size_t(b + 2 * j + 1)];
+      }
+    }
+  }
+}
+
+float int8_lane_tree(const float* a) {
+  float s8[8], s4[4], s2[2];
+  for (int i = 0; i < 8; ++i) s8[i] = a[i] + a[i + 8];
+  for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
+  for (int i = 0; i < 2; ++i) s2[i] = s4[i] + s4[i + 2];
+  return s2[0] + s2[1];
+}
+
+// Each row's weights are widened to int8 (Q4G: nibble - 8) once, then dotted with every
+// token, unit by unit, in the order of the definition.
+void matmul_int8_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+  Int8Activations act;
+  quantize_activations(x, n, w.cols, w.group, Int8Layout::Natural, act);
+  const int64_t groups = w.cols / w.group;
+  for_row_ranges(pool, w.rows, w.cols * n, [&](int64_t row_begin, int64_t row_end) {
+    std::vector<int8_t> row(static_cast<size_t>(w.cols));
+    std::vector<float> wscale(static_cast<size_t>(groups));
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      if (w.format == TensorFormat::Q8G) {
+        std::memcpy(row.data(), static_cast<const int8_t*>(w.data) + r * w.cols, size_t(w.cols));
+      } else {
+        const auto* p = static_cast<const uint8_t*>(w.data) + r * w.cols / 2;
+        for (int64_t c = 0; c < w.cols; c += 2) {
+          row[size_t(c)] = int8_t(int(p[c / 2] & 0xf) - 8);
+          row[size_t(c + 1)] = int8_t(int(p[c / 2] >> 4) - 8);
+        }
+      }
+      for (int64_t g = 0; g < groups; ++g) wscale[size_t(g)] = f16_to_f32(w.scales[r * groups + g]);
+      for (int64_t t = 0; t < n; ++t) {
+        const int8_t* q = act.q.data() + t * w.cols;
+        const float* xs = act.group_scale.data() + t * groups;
+        float a[kLanes] = {};
+        for (int64_t k = 0; k < act.units; ++k) {
+          int32_t s = 0;
+          for (int64_t c = k * act.unit; c < (k + 1) * act.unit; ++c) s += int32_t(row[size_t(c)]) * q[c];
+          const int64_t g = k * act.unit / w.group;
+          a[k % kLanes] = std::fma(float(s), wscale[size_t(g)] * xs[g], a[k % kLanes]);
+        }
+        y[t * w.rows + r] = int8_lane_tree(a);
+      }
+    }
+  });
+}
+
+}  // namespace waste

@@ -1,0 +1,69 @@
+// Internal to shared/kernels (and its tests and benchmark): the int8-activation path of the
+// Q8G/Q4G matvec/matmul (as llama.cpp does for q4_0/q8_0). The f32 input of each token is
+// quantized once per call to int8 per weight group (one f32 scale per group), then every row
+// is an integer dot product per 32 columns, scaled by (weight scale x activation scale) and
+// accumulated in f32. Weights stream at memory speed because nothing is widened to f32.
+//
+// The result is defined exactly (every path computes the same bits):
+//  - activation group g of token t (group = the weight group): amax = max |x|; if amax is 0,
+//    xs = 0 and q = 0; if the group holds a non-finite value, xs = NaN and q = 0 (the output
+//    is NaN); else xs = amax / 127, q_i = nearbyint(x_i * (127 / amax)) clamped to +-127.
+//  - a "unit" is 32 columns when group % 32 == 0, else one group. usum_k = sum over unit k of
+//    w_i * q_i (exact integers; w = the int8 value, or the nibble - 8 for Q4G).
+//  - 16 f32 lane accumulators a[0..15] = +0; for units k in order,
+//    a[k % 16] = fma(float(usum_k), float(f16 scale of k's group) * xs(k's group), a[k % 16]).
+//  - y = ((a[i] + a[i+8]) then + [i+4], then + [i+2], then + [i+1]): a fixed pairwise tree.
+// The SIMD paths hold the 16 lanes in one zmm or two ymm and reduce the integer sums of 16
+// units at a time, so scalar, AVX2 and AVX-512 agree bit for bit, for any thread split and
+// token count (matmul of n tokens equals n matvecs).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "shared/kernels/matvec.h"
+
+namespace waste {
+
+class ThreadPool;
+
+// Which activations the Q8G/Q4G kernels multiply: int8 (the default) or f32 (the exact
+// dequantize-to-f32 path, for comparison). Process-wide, from WASTE_TRUNK_ACT=int8|f32 read
+// on first use (any other value is refused with a waste::Error naming the variable).
+enum class ActivationMode { F32 = 0, Int8 = 1 };
+ActivationMode activation_mode();
+const char* activation_mode_name(ActivationMode mode);
+
+// Layout of the int8 activations a path reads: natural column order, or (the Q4G SIMD paths,
+// whose low and high nibbles are the even and odd columns) per 128 columns the 64 even
+// columns then the 64 odd ones; a last block of m < 4 units holds 16m even then 16m odd.
+enum class Int8Layout { Natural, EvenOdd };
+
+// Activations of n tokens, quantized as above. Per-unit arrays are padded with zeros to a
+// whole number of 16-unit blocks so SIMD paths can load 16 units at a time.
+struct Int8Activations {
+  int64_t n = 0, cols = 0, group = 0, unit = 0;
+  int64_t units = 0, padded_units = 0;  // per token
+  std::vector<int8_t> q;                // [n][cols] in `layout`
+  std::vector<float> group_scale;       // [n][cols / group]: xs
+  std::vector<float> unit_scale;        // [n][padded_units]: xs of the unit's group (0 in padding)
+  std::vector<int32_t> unit_sum;        // [n][padded_units]: sum of the unit's q (0 in padding)
+};
+
+// Quantizes x[n][cols] for weights of group size `group` (cols % group == 0).
+void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group, Int8Layout layout,
+                          Int8Activations& out);
+
+// True when the SIMD int8 paths handle this matrix: group a multiple of 32 whose units line
+// up with 16-unit blocks (16 % (group/32) == 0 or (group/32) % 16 == 0); else the int8 path
+// runs on the scalar implementation (same result).
+bool int8_simd_handles(const MatrixView& w);
+
+// The per-path int8 implementations (validated Q8G/Q4G input). pool may be null.
+void matmul_int8_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_int8_avx2(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_int8_avx512(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+
+// The fixed 16-lane accumulation of the definition above, shared by the scalar path.
+float int8_lane_tree(const float* a);
+
+}  // namespace waste
