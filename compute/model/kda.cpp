@@ -79,77 +79,95 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const f
 
 void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y, int chunk,
                  ThreadPool* pool) {
-  const int H = c.kda_heads, K = c.kda_head_dim;
-  const int64_t P = int64_t(H) * K;
-  const int rank_f = int(w.f_a.rows);
+  KdaProjections p;
+  kda_project(c, w, x, n, p);
+  std::vector<float> o(size_t(n) * c.kda_heads * c.kda_head_dim);
+  kda_mix(c, w, s, p, 0, n, o.data(), chunk, pool);
+  kda_output(w, o.data(), n, y);
+}
 
-  std::vector<float> q(size_t(n * P)), k(size_t(n * P)), v(size_t(n * P)), f(size_t(n * P)), g(size_t(n * P));
-  std::vector<float> b(size_t(n) * H);
-  matmul(w.q_proj, x, n, q.data());
-  matmul(w.k_proj, x, n, k.data());
-  matmul(w.v_proj, x, n, v.data());
+void kda_project(const ModelConfig& c, const KdaWeights& w, const float* x, int64_t n, KdaProjections& p) {
+  const int64_t P = int64_t(c.kda_heads) * c.kda_head_dim;
+  for (auto* m : {&p.q, &p.k, &p.v, &p.f, &p.g}) m->resize(size_t(n * P));
+  p.b.resize(size_t(n) * c.kda_heads);
+  matmul(w.q_proj, x, n, p.q.data());
+  matmul(w.k_proj, x, n, p.k.data());
+  matmul(w.v_proj, x, n, p.v.data());
   {
-    std::vector<float> low(size_t(n) * rank_f);
+    std::vector<float> low(size_t(n * w.f_a.rows));
     matmul(w.f_a, x, n, low.data());
-    matmul(w.f_b, low.data(), n, f.data());
+    matmul(w.f_b, low.data(), n, p.f.data());
   }
   if (w.g_proj.rows > 0) {
-    matmul(w.g_proj, x, n, g.data());
+    matmul(w.g_proj, x, n, p.g.data());
   } else {
-    std::vector<float> low(size_t(n) * w.g_a.rows);
+    std::vector<float> low(size_t(n * w.g_a.rows));
     matmul(w.g_a, x, n, low.data());
-    matmul(w.g_b, low.data(), n, g.data());
+    matmul(w.g_b, low.data(), n, p.g.data());
   }
-  matmul(w.b_proj, x, n, b.data());
+  matmul(w.b_proj, x, n, p.b.data());
+}
+
+void kda_mix(const ModelConfig& c, const KdaWeights& w, KdaState& s, KdaProjections& p, int64_t row0, int64_t n,
+             float* o, int chunk, ThreadPool* pool) {
+  const int H = c.kda_heads, K = c.kda_head_dim;
+  const int64_t P = int64_t(H) * K;
+  // This session's rows: token t of it at row t of every view below.
+  float* q = &p.q[size_t(row0 * P)];
+  float* k = &p.k[size_t(row0 * P)];
+  float* v = &p.v[size_t(row0 * P)];
+  float* f = &p.f[size_t(row0 * P)];
+  const float* g = &p.g[size_t(row0 * P)];
+  float* b = &p.b[size_t(row0) * H];
+  o += row0 * P;
 
   // Everything after the projections is per head: the conv, norms and gates of its channels
   // (sequential through the tokens, for the conv windows), the delta rule on its state, and
   // the gated RMSNorm of its output. So heads go to the pool whole.
   const float q_scale = 1.0f / std::sqrt(float(K));
-  std::vector<float> o(size_t(n * P));
   for_each_head(pool, H, int64_t(H) * K * K * n, [&](int h) {
     const int64_t c0 = int64_t(h) * K, c1 = c0 + K;
     const float A = std::exp(w.A_log[size_t(h)]);
     for (int64_t t = 0; t < n; ++t) {
-      float* qt = &q[size_t(t * P)];
-      float* kt = &k[size_t(t * P)];
+      float* qt = q + t * P;
+      float* kt = k + t * P;
       short_conv_silu(w.q_conv, c.conv_kernel, s.conv_q, qt, c0, c1);
       short_conv_silu(w.k_conv, c.conv_kernel, s.conv_k, kt, c0, c1);
-      short_conv_silu(w.v_conv, c.conv_kernel, s.conv_v, &v[size_t(t * P)], c0, c1);
+      short_conv_silu(w.v_conv, c.conv_kernel, s.conv_v, v + t * P, c0, c1);
       float* qh = qt + c0;
       float* kh = kt + c0;
       l2_normalize(qh, K);
       l2_normalize(kh, K);
       for (int d = 0; d < K; ++d) qh[d] *= q_scale;
-      float* fh = &f[size_t(t * P + c0)];
+      float* fh = f + t * P + c0;
       for (int d = 0; d < K; ++d) fh[d] = kda_log_decay(c, A, fh[d] + w.dt_bias[size_t(c0 + d)]);
-      b[size_t(t) * H + h] = sigmoid(b[size_t(t) * H + h]);
+      b[t * H + h] = sigmoid(b[t * H + h]);
     }
 
     KdaHeadInputs in;
-    in.q = &q[size_t(c0)];
-    in.k = &k[size_t(c0)];
-    in.v = &v[size_t(c0)];
-    in.log_decay = &f[size_t(c0)];
+    in.q = q + c0;
+    in.k = k + c0;
+    in.v = v + c0;
+    in.log_decay = f + c0;
     in.stride = P;
-    in.beta = &b[size_t(h)];
+    in.beta = b + h;
     in.beta_stride = H;
     float* S = &s.state[size_t(h) * K * K];
     if (n > 1 && chunk > 1)
-      kda_head_chunked(K, n, in, chunk, S, &o[size_t(c0)]);
+      kda_head_chunked(K, n, in, chunk, S, o + c0);
     else
-      kda_head_recurrent(K, n, in, S, &o[size_t(c0)]);
+      kda_head_recurrent(K, n, in, S, o + c0);
 
     // Gated RMSNorm per token: norm(o) * o_norm * sigmoid(g).
     for (int64_t t = 0; t < n; ++t) {
-      float* oh = &o[size_t(t * P + c0)];
-      const float* gh = &g[size_t(t * P + c0)];
+      float* oh = o + t * P + c0;
+      const float* gh = g + t * P + c0;
       rmsnorm(oh, w.o_norm.data(), K, c.rms_eps, oh);
       for (int e = 0; e < K; ++e) oh[e] *= sigmoid(gh[e]);
     }
   });
-
-  matmul(w.o_proj, o.data(), n, y);
 }
+
+void kda_output(const KdaWeights& w, const float* o, int64_t n, float* y) { matmul(w.o_proj, o, n, y); }
 
 }  // namespace waste

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "compute/model/session.h"
 #include "shared/kernels/matvec.h"
@@ -41,6 +42,23 @@ inline constexpr int kKdaPrefillChunk = 16;
 
 // Allocates a zeroed state for one KDA layer.
 KdaState make_kda_state(const ModelConfig& c);
+
+// A KDA layer in three steps, so a batch of sessions reads each weight matrix once:
+//   kda_project(all rows) -> kda_mix(each session on its own rows) -> kda_output(all rows).
+// The projections of n rows, token t at row t: q, k, v, the forget-gate pre-activation f and
+// the output gate g [n, P]; beta's pre-activation b [n, heads]. kda_mix turns them in place
+// into the delta rule's inputs (conv + SiLU, norms, log decay, sigmoid).
+struct KdaProjections {
+  std::vector<float> q, k, v, f, g, b;
+};
+void kda_project(const ModelConfig& c, const KdaWeights& w, const float* x, int64_t n, KdaProjections& p);
+// One session's tokens, rows [row0, row0 + n) of p in order, through its conv windows and
+// state; their gated, normalised head outputs go to rows [row0, row0 + n) of o [rows, P].
+// Heads on `pool` (nullptr: the calling thread); each head is computed whole by one thread.
+void kda_mix(const ModelConfig& c, const KdaWeights& w, KdaState& s, KdaProjections& p, int64_t row0, int64_t n,
+             float* o, int chunk, ThreadPool* pool);
+// y [n, D] = o_proj o.
+void kda_output(const KdaWeights& w, const float* o, int64_t n, float* y);
 
 // x: n normalised hidden rows [n, D], consumed in order; updates `s`; y gets [n, D].
 // Several tokens go through the chunked form with chunks of `chunk` tokens; one token, or

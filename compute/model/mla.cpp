@@ -30,35 +30,63 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, fl
 
 void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
                  int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y, ThreadPool* pool) {
+  MlaProjections p;
+  mla_project(c, w, x, n, p);
+  std::vector<float> attn(size_t(n) * c.n_heads * c.v_head);
+  mla_attend(c, w, rope, softmax_scale, cache, max_ctx, pos0, p, 0, n, attn.data(), pool);
+  mla_output(w, p, attn.data(), n, y);
+}
+
+void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, MlaProjections& p) {
+  const int64_t H = c.n_heads, qk = c.qk_nope + c.qk_rope, ra = c.q_lora_rank;
+  // Queries q_h = [q^N (dn) | q^R (dr)] per head.
+  p.q.resize(size_t(n * H * qk));
+  if (ra > 0) {
+    std::vector<float> qa(size_t(n * ra));
+    matmul(w.q_a, x, n, qa.data());
+    for (int64_t t = 0; t < n; ++t) rmsnorm(&qa[size_t(t * ra)], w.q_a_norm.data(), int(ra), c.rms_eps, &qa[size_t(t * ra)]);
+    matmul(w.q_b, qa.data(), n, p.q.data());
+  } else {
+    matmul(w.q_proj, x, n, p.q.data());
+  }
+  p.kv.resize(size_t(n) * (c.kv_lora_rank + c.qk_rope));
+  matmul(w.kv_a, x, n, p.kv.data());
+  p.gate.clear();
+  if (w.g_proj.rows > 0) {
+    p.gate.resize(size_t(n * H * c.v_head));
+    matmul(w.g_proj, x, n, p.gate.data());
+  }
+}
+
+void mla_output(const MlaWeights& w, const MlaProjections& p, float* attn, int64_t n, float* y) {
+  // K3 gates each head output with sigmoid(g_proj x) before W_o (MODELS.md A.4).
+  if (!p.gate.empty())
+    for (size_t i = 0; i < size_t(n * w.o_proj.cols); ++i) attn[i] *= sigmoid(p.gate[i]);
+  matmul(w.o_proj, attn, n, y);
+}
+
+void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
+                int64_t max_ctx, int64_t pos0, MlaProjections& p, int64_t row0, int64_t n, float* attn,
+                ThreadPool* pool) {
   const int H = c.n_heads, dn = c.qk_nope, dr = c.qk_rope, dv = c.v_head, r = c.kv_lora_rank;
   const int qk = dn + dr, width = r + dr;
   require(pos0 + n <= max_ctx, "MLA cache: context of " + std::to_string(max_ctx) + " tokens exceeded");
-
-  // Queries q_h = [q^N (dn) | q^R (dr)] per head.
-  std::vector<float> q(size_t(n) * H * qk);
-  if (c.q_lora_rank > 0) {
-    std::vector<float> qa(size_t(n) * c.q_lora_rank);
-    matmul(w.q_a, x, n, qa.data());
-    for (int64_t t = 0; t < n; ++t)
-      rmsnorm(&qa[size_t(t) * c.q_lora_rank], w.q_a_norm.data(), c.q_lora_rank, c.rms_eps, &qa[size_t(t) * c.q_lora_rank]);
-    matmul(w.q_b, qa.data(), n, q.data());
-  } else {
-    matmul(w.q_proj, x, n, q.data());
-  }
+  // This session's rows: token t of it at row t of q, kv and attn.
+  float* q = &p.q[size_t(row0) * H * qk];
+  float* kv = &p.kv[size_t(row0) * width];
+  attn += row0 * H * dv;
 
   // New cache rows [c ; k^R]: the latent is normalised, the rope key rotated (NoPE models
   // keep k^R as is; it still enters the score).
-  std::vector<float> kv(size_t(n) * width);
-  matmul(w.kv_a, x, n, kv.data());
   cache.width = width;
   cache.rows.resize(size_t(pos0 + n) * width);
   for (int64_t t = 0; t < n; ++t) {
-    float* row = &kv[size_t(t) * width];
+    float* row = kv + t * width;
     rmsnorm(row, w.kv_a_norm.data(), r, c.rms_eps, row);
     if (rope.enabled()) rope.apply(row + r, pos0 + t);
     std::copy(row, row + width, &cache.rows[size_t(pos0 + t) * width]);
     if (rope.enabled())
-      for (int h = 0; h < H; ++h) rope.apply(&q[(size_t(t) * H + h) * qk + dn], pos0 + t);
+      for (int h = 0; h < H; ++h) rope.apply(q + (t * H + h) * qk + dn, pos0 + t);
   }
 
   // Heads are independent from here on: each loop below hands heads (or groups of heads) to
@@ -110,23 +138,14 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, fl
 
   // o_h = W_UV[h] (latent sum), one matmul per head over all n tokens (without a pool: the
   // heads are the parallel loop; same per-row sums as matmul on any pool).
-  std::vector<float> attn(size_t(n) * H * dv);
   const KernelPath path = best_kernel_path();
   for_items(size_t(H), [&](size_t hh) {
     const int h = int(hh);
     std::vector<float> lat(size_t(n) * r), oh(size_t(n) * dv);
     for (int64_t t = 0; t < n; ++t) std::copy_n(&latent_out[(size_t(t) * H + h) * r], r, &lat[size_t(t) * r]);
     matmul_path(path, row_slice(w.kv_b, int64_t(h) * (dn + dv) + dn, dv), lat.data(), n, oh.data(), nullptr);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(&oh[size_t(t) * dv], dv, &attn[(size_t(t) * H + h) * dv]);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(&oh[size_t(t) * dv], dv, attn + (t * H + h) * dv);
   });
-
-  // K3 gates each head output with sigmoid(g_proj x) before W_o (MODELS.md A.4).
-  if (w.g_proj.rows > 0) {
-    std::vector<float> g(attn.size());
-    matmul(w.g_proj, x, n, g.data());
-    for (size_t i = 0; i < attn.size(); ++i) attn[i] *= sigmoid(g[i]);
-  }
-  matmul(w.o_proj, attn.data(), n, y);
 }
 
 }  // namespace waste

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "compute/model/rope.h"
 #include "compute/model/session.h"
@@ -24,6 +25,25 @@ struct MlaWeights {
   MatrixView g_proj;               // K3 output gate, else rows == 0
   MatrixView o_proj;               // [D, H v]
 };
+
+// An MLA layer in three steps, so a batch of sessions reads each weight matrix once:
+//   mla_project(all rows) -> mla_attend(each session on its own rows) -> mla_output(all rows).
+// The projections of n rows, token t at row t: the queries [n, H (nope + rope)] (q LoRA
+// normalised, no rope yet), the new cache rows' pre-norm [c ; k^R] [n, kv_lora + rope], and
+// K3's output gate pre-activation [n, H v] (empty without one).
+struct MlaProjections {
+  std::vector<float> q, kv, gate;
+};
+void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, MlaProjections& p);
+// One session's tokens, rows [row0, row0 + n) of p at positions pos0..pos0+n-1: appends their
+// latents to `cache` (bounded by max_ctx) and writes the head outputs before W_o to rows
+// [row0, row0 + n) of attn [rows, H v]. Heads on `pool` (nullptr: the calling thread); each
+// head is computed whole by one thread.
+void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
+                int64_t max_ctx, int64_t pos0, MlaProjections& p, int64_t row0, int64_t n, float* attn,
+                ThreadPool* pool);
+// y [n, D] = o_proj (attn, gated by sigmoid(gate) when the layer has one). attn is modified.
+void mla_output(const MlaWeights& w, const MlaProjections& p, float* attn, int64_t n, float* y);
 
 // x: n tokens of normalised hidden [n, D] at positions pos0..pos0+n-1; appends their latents
 // to `cache` (bounded by max_ctx) and writes the attention output [n, D] to y.

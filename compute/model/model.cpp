@@ -7,6 +7,7 @@
 #include "compute/model/ops.h"
 #include "compute/model/router.h"
 #include "shared/util/error.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste {
 
@@ -147,16 +148,6 @@ Session Model::new_session(int64_t max_ctx) const {
   return s;
 }
 
-void Model::attention(int L, Session& s, const float* x, int64_t n, float* y) const {
-  PhaseClock clock(profile_);
-  const Layer& l = layers_[size_t(L)];
-  if (l.is_mla)
-    mla_forward(config_, l.mla, rope_, softmax_scale_, s.layers_[size_t(L)].mla, s.max_ctx_, s.position_, x, n, y);
-  else
-    kda_forward(config_, l.kda, s.layers_[size_t(L)].kda, x, n, y, kda_chunk_);
-  clock.lap(&PhaseTimes::attention, L);
-}
-
 void Model::feed_forward(int L, const float* x, int64_t n, float* y) const {
   const Layer& l = layers_[size_t(L)];
   if (l.is_moe) {
@@ -227,8 +218,39 @@ Model::LookaheadStats Model::lookahead_stats() const {
 }
 
 void Model::attention_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const {
-  const int64_t D = config_.hidden;
-  for (const SessionRows& p : parts) attention(L, *p.s, x + p.row0 * D, p.n, y + p.row0 * D);
+  PhaseClock clock(profile_);
+  if (layers_[size_t(L)].is_mla)
+    mla_rows(L, parts, x, y);
+  else
+    kda_rows(L, parts, x, y);
+  clock.lap(&PhaseTimes::attention, L);
+}
+
+// Projections in (all rows), attention over each session's own cache, projection out (all rows).
+void Model::mla_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const {
+  const MlaWeights& w = layers_[size_t(L)].mla;
+  const int64_t n = parts.back().row0 + parts.back().n;
+  MlaProjections p;
+  mla_project(config_, w, x, n, p);
+  std::vector<float> attn(size_t(n) * config_.n_heads * config_.v_head);
+  for (const SessionRows& r : parts) {
+    Session& s = *r.s;
+    mla_attend(config_, w, rope_, softmax_scale_, s.layers_[size_t(L)].mla, s.max_ctx_, s.position_, p, r.row0, r.n,
+               attn.data(), &ThreadPool::global());
+  }
+  mla_output(w, p, attn.data(), n, y);
+}
+
+// Projections in (all rows), the delta rule on each session's own state, projection out (all rows).
+void Model::kda_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const {
+  const KdaWeights& w = layers_[size_t(L)].kda;
+  const int64_t n = parts.back().row0 + parts.back().n;
+  KdaProjections p;
+  kda_project(config_, w, x, n, p);
+  std::vector<float> o(size_t(n) * config_.kda_heads * config_.kda_head_dim);
+  for (const SessionRows& r : parts)
+    kda_mix(config_, w, r.s->layers_[size_t(L)].kda, p, r.row0, r.n, o.data(), kda_chunk_, &ThreadPool::global());
+  kda_output(w, o.data(), n, y);
 }
 
 void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows,

@@ -115,10 +115,13 @@ class Model {
 
   void forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden) const;
 
-  // The token mixer and the feed-forward block of layer L on n normalised rows [n, D].
-  void attention(int L, Session& s, const float* x, int64_t n, float* y) const;
-  // attention() of every session on its own rows of x / y.
+  // The token mixer of layer L on the normalised rows x [n, D] of every part, y [n, D]: the
+  // projections are one matmul over all rows (each attention weight read once per step), the
+  // attention proper runs per session on its own rows, state and cache.
   void attention_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const;
+  void mla_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const;
+  void kda_rows(int L, std::span<const SessionRows> parts, const float* x, float* y) const;
+  // The feed-forward block of layer L on n normalised rows [n, D].
   void feed_forward(int L, const float* x, int64_t n, float* y) const;
   // Lookahead hint for layer L+1 from hidden rows h [n, D] (no-op when off or not MoE).
   void prefetch_next(int L, const float* h, int64_t n) const;
