@@ -37,8 +37,8 @@ const char* activation_mode_name(ActivationMode mode) { return mode == Activatio
 
 bool int8_simd_handles(const MatrixView& w) {
   if (w.group == 0 || w.group % 32 != 0) return false;
-  const uint32_t s = w.group / 32;  // units per group
-  return 16 % s == 0 || s % 16 == 0;
+  const uint32_t s = w.group / 32;  // units per group: a power of two (the paths shift by it)
+  return (s & (s - 1)) == 0;
 }
 
 void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group, Int8Layout layout,

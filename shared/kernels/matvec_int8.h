@@ -53,9 +53,9 @@ struct Int8Activations {
 void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group, Int8Layout layout,
                           Int8Activations& out);
 
-// True when the SIMD int8 paths handle this matrix: group a multiple of 32 whose units line
-// up with 16-unit blocks (16 % (group/32) == 0 or (group/32) % 16 == 0); else the int8 path
-// runs on the scalar implementation (same result).
+// True when the SIMD int8 paths handle this matrix: group 32 times a power of two (units
+// line up with 16-unit blocks); else the int8 path runs on the scalar implementation (same
+// result).
 bool int8_simd_handles(const MatrixView& w);
 
 // The per-path int8 implementations (validated Q8G/Q4G input). pool may be null.

@@ -38,11 +38,17 @@ inline __m256i load16(const void* p) { return _mm256_zextsi128_si256(_mm_loadu_s
 struct Kernel {
   const MatrixView& w;
   const Int8Activations& act;
-  int64_t groups, units_per_group;
+  int64_t groups, units_per_group, units, padded_units, cols;
+  int group_shift;             // log2(units_per_group)
   __m256i index_lo, index_hi;  // lane k of a block half -> its group within the block
+  const int8_t* q;
+  const int32_t* unit_sum;
+  const float* unit_scale;
 
   Kernel(const MatrixView& w_, const Int8Activations& a)
-      : w(w_), act(a), groups(w_.cols / w_.group), units_per_group(w_.group / 32) {
+      : w(w_), act(a), groups(w_.cols / w_.group), units_per_group(w_.group / 32), units(a.units),
+        padded_units(a.padded_units), cols(w_.cols), group_shift(__builtin_ctzll(uint64_t(w_.group / 32))),
+        q(a.q.data()), unit_sum(a.unit_sum.data()), unit_scale(a.unit_scale.data()) {
     alignas(32) int32_t lo[8], hi[8];
     const int64_t s = std::max<int64_t>(1, std::min<int64_t>(units_per_group, 16));
     for (int k = 0; k < 8; ++k) {
@@ -56,11 +62,11 @@ struct Kernel {
   // f16 weight scales of units [u0, u0 + 16) of a row as f32, lanes 0-7 and 8-15 (0 past
   // the last unit).
   void unit_scales(const uint16_t* srow, int64_t u0, __m256& lo, __m256& hi) const {
+    const int64_t g0 = u0 >> group_shift;
     if (units_per_group >= 16) {
-      lo = hi = _mm256_set1_ps(_cvtsh_ss(srow[u0 / units_per_group]));
+      lo = hi = _mm256_set1_ps(_cvtsh_ss(srow[g0]));
       return;
     }
-    const int64_t g0 = u0 / units_per_group;
     const int64_t count = std::min<int64_t>(units_per_group == 1 ? 16 : 8, groups - g0);
     alignas(32) uint16_t buf[16] = {};
     const uint16_t* s = srow + g0;
@@ -81,10 +87,10 @@ struct Kernel {
   // Q4G: units first, first + 1 (32 bytes, the second may be missing) times one token's
   // EvenOdd activations -> [4 partial sums of each unit].
   __m256i q4g_pair(const uint8_t* wrow, const int8_t* xt, int64_t first) const {
-    const int64_t m = std::min<int64_t>(2, act.units - first);
+    const int64_t m = std::min<int64_t>(2, units - first);
     if (m <= 0) return _mm256_setzero_si256();
     const __m256i nib = _mm256_set1_epi8(0x0f);
-    const int64_t block = first / 4 * 4, in_block = std::min<int64_t>(4, act.units - block);
+    const int64_t block = first & ~int64_t(3), in_block = std::min<int64_t>(4, units - block);
     const int8_t* even = xt + block * 32 + 16 * (first - block);
     const int8_t* odd = even + 16 * in_block;
     const __m256i wv = m == 2 ? load32(wrow + first * 16) : load16(wrow + first * 16);
@@ -96,7 +102,7 @@ struct Kernel {
 
   // Q8G: one unit (32 bytes) times one token -> 8 partial sums.
   __m256i q8g_unit(const int8_t* wrow, const int8_t* xt, int64_t u) const {
-    if (u >= act.units) return _mm256_setzero_si256();
+    if (u >= units) return _mm256_setzero_si256();
     const __m256i wv = load32(wrow + u * 32), xv = load32(xt + u * 32);
     const __m256i s16 = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
@@ -106,10 +112,10 @@ struct Kernel {
   __m256i unit_sums(int64_t r, const int8_t* xt, int64_t h0) const {
     __m256i v[4];
     if (w.format == TensorFormat::Q4G) {
-      const auto* wrow = static_cast<const uint8_t*>(w.data) + r * w.cols / 2;
+      const auto* wrow = static_cast<const uint8_t*>(w.data) + r * (cols / 2);
       for (int j = 0; j < 4; ++j) v[j] = q4g_pair(wrow, xt, h0 + 2 * j);
     } else {
-      const auto* wrow = static_cast<const int8_t*>(w.data) + r * w.cols;
+      const auto* wrow = static_cast<const int8_t*>(w.data) + r * cols;
       for (int j = 0; j < 4; ++j) {
         const __m256i a = q8g_unit(wrow, xt, h0 + 2 * j), b = q8g_unit(wrow, xt, h0 + 2 * j + 1);
         v[j] = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
@@ -120,18 +126,18 @@ struct Kernel {
 
   void row(int64_t r, int64_t t, float* y) const {
     const uint16_t* srow = w.scales + r * groups;
-    const int8_t* xt = act.q.data() + t * w.cols;
+    const int8_t* xt = q + t * cols;
     const int shift = w.format == TensorFormat::Q4G ? 3 : 0;  // Q4G's excess is 8 x the activation sum
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t u0 = 0; u0 < act.units; u0 += 16) {
+    for (int64_t u0 = 0; u0 < units; u0 += 16) {
       __m256 ws[2];
       unit_scales(srow, u0, ws[0], ws[1]);
       for (int h = 0; h < 2; ++h) {
-        const int64_t at = t * act.padded_units + u0 + 8 * h;
+        const int64_t at = t * padded_units + u0 + 8 * h;
         __m256i usum = unit_sums(r, xt, u0 + 8 * h);
         if (shift)
-          usum = _mm256_sub_epi32(usum, _mm256_slli_epi32(load32(act.unit_sum.data() + at), shift));
-        const __m256 d = _mm256_mul_ps(ws[h], _mm256_loadu_ps(act.unit_scale.data() + at));
+          usum = _mm256_sub_epi32(usum, _mm256_slli_epi32(load32(unit_sum + at), shift));
+        const __m256 d = _mm256_mul_ps(ws[h], _mm256_loadu_ps(unit_scale + at));
         acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(usum), d, acc[h]);
       }
     }

@@ -47,11 +47,17 @@ inline __mmask64 byte_mask(int64_t bytes) { return bytes >= 64 ? ~__mmask64(0) :
 struct Kernel {
   const MatrixView& w;
   const Int8Activations& act;
-  int64_t groups, units_per_group;
+  int64_t groups, units_per_group, units, padded_units, cols;
+  int group_shift;      // log2(units_per_group)
   __m512i scale_index;  // lane k -> group k / units_per_group within the block
+  const int8_t* q;
+  const int32_t* unit_sum;
+  const float* unit_scale;
 
   Kernel(const MatrixView& w_, const Int8Activations& a)
-      : w(w_), act(a), groups(w_.cols / w_.group), units_per_group(w_.group / 32) {
+      : w(w_), act(a), groups(w_.cols / w_.group), units_per_group(w_.group / 32), units(a.units),
+        padded_units(a.padded_units), cols(w_.cols), group_shift(__builtin_ctzll(uint64_t(w_.group / 32))),
+        q(a.q.data()), unit_sum(a.unit_sum.data()), unit_scale(a.unit_scale.data()) {
     alignas(64) int32_t idx[16];
     for (int k = 0; k < 16; ++k) idx[k] = int32_t(k / std::min<int64_t>(units_per_group, 16));
     scale_index = _mm512_load_si512(idx);
@@ -59,8 +65,8 @@ struct Kernel {
 
   // f16 weight scales of units [u0, u0 + 16) of a row, as f32 (0 past the last unit).
   __m512 unit_scales(const uint16_t* srow, int64_t u0) const {
-    if (units_per_group >= 16) return _mm512_set1_ps(_cvtsh_ss(srow[u0 / units_per_group]));
-    const int64_t g0 = u0 / units_per_group;
+    const int64_t g0 = u0 >> group_shift;
+    if (units_per_group >= 16) return _mm512_set1_ps(_cvtsh_ss(srow[g0]));
     const int64_t count = std::min<int64_t>(16, groups - g0);
     const __m256i h = _mm256_maskz_loadu_epi16(__mmask16((1u << count) - 1), srow + g0);
     const __m512 s = _mm512_cvtph_ps(h);
@@ -74,10 +80,10 @@ struct Kernel {
     const __m512 ws = unit_scales(srow, u0);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const int64_t at = (t0 + t) * act.padded_units + u0;
-      const __m512i excess = _mm512_slli_epi32(_mm512_loadu_si512(act.unit_sum.data() + at), correction_shift);
+      const int64_t at = (t0 + t) * padded_units + u0;
+      const __m512i excess = _mm512_slli_epi32(_mm512_loadu_si512(unit_sum + at), correction_shift);
       const __m512i usum = _mm512_sub_epi32(reduce_units(p[t][0], p[t][1], p[t][2], p[t][3]), excess);
-      const __m512 d = _mm512_mul_ps(ws, _mm512_loadu_ps(act.unit_scale.data() + at));
+      const __m512 d = _mm512_mul_ps(ws, _mm512_loadu_ps(unit_scale + at));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(usum), d, acc[t]);
     }
   }
@@ -86,17 +92,17 @@ struct Kernel {
   // matched by the EvenOdd activation layout.
   template <int T>
   void q4g_row(int64_t r, int64_t t0, float* y) const {
-    const auto* wrow = static_cast<const uint8_t*>(w.data) + r * w.cols / 2;
+    const auto* wrow = static_cast<const uint8_t*>(w.data) + r * (cols / 2);
     const uint16_t* srow = w.scales + r * groups;
     const __m512i nib = _mm512_set1_epi8(0x0f);
     __m512 acc[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t u0 = 0; u0 < act.units; u0 += 16) {
+    for (int64_t u0 = 0; u0 < units; u0 += 16) {
       __m512i p[T][4];
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const int64_t first = u0 + 4 * j, m = std::min<int64_t>(4, act.units - first);
+        const int64_t first = u0 + 4 * j, m = std::min<int64_t>(4, units - first);
         if (m <= 0) {
 #pragma GCC unroll 4
           for (int t = 0; t < T; ++t) p[t][j] = _mm512_setzero_si512();
@@ -108,7 +114,7 @@ struct Kernel {
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), nib);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          const int8_t* xa = act.q.data() + (t0 + t) * w.cols + first * 32;
+          const int8_t* xa = q + (t0 + t) * cols + first * 32;
           const __m512i even = m == 4 ? _mm512_loadu_si512(xa) : _mm512_maskz_loadu_epi8(mask, xa);
           const __m512i odd = m == 4 ? _mm512_loadu_si512(xa + 64) : _mm512_maskz_loadu_epi8(mask, xa + 16 * m);
           p[t][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, even), hi, odd);
@@ -124,14 +130,14 @@ struct Kernel {
   // 4-partials-per-unit form reduce_units takes.
   template <int T>
   void q8g_row(int64_t r, int64_t t0, float* y) const {
-    const auto* wrow = static_cast<const uint8_t*>(w.data) + r * w.cols;
+    const auto* wrow = static_cast<const uint8_t*>(w.data) + r * cols;
     const uint16_t* srow = w.scales + r * groups;
     const __m512i flip = _mm512_set1_epi8(char(0x80));
     __m512 acc[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     auto chunk = [&](int64_t first, __m512i* out) {  // units first, first + 1 -> out[t]
-      const int64_t m = std::min<int64_t>(2, act.units - first);
+      const int64_t m = std::min<int64_t>(2, units - first);
       if (m <= 0) {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) out[t] = _mm512_setzero_si512();
@@ -143,12 +149,12 @@ struct Kernel {
           m == 2 ? _mm512_loadu_si512(wrow + first * 32) : _mm512_maskz_loadu_epi8(mask, wrow + first * 32), flip);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        const int8_t* xa = act.q.data() + (t0 + t) * w.cols + first * 32;
+        const int8_t* xa = q + (t0 + t) * cols + first * 32;
         const __m512i xv = m == 2 ? _mm512_loadu_si512(xa) : _mm512_maskz_loadu_epi8(mask, xa);
         out[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
       }
     };
-    for (int64_t u0 = 0; u0 < act.units; u0 += 16) {
+    for (int64_t u0 = 0; u0 < units; u0 += 16) {
       __m512i p[T][4];
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {

@@ -6,9 +6,14 @@
 // heads x 128 and MLA's scores + softmax + latent sums of 32 heads over a [T, 512 + 64] cache,
 // each on the scalar path alone, the best path alone and the best path on the pool.
 //
-// Usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape ROWSxCOLS]... [--attention-only]
+// Q8G/Q4G matvecs run both activation modes (shared/kernels/matvec_int8.h: int8, the default,
+// and f32) and print the int8 result's error against f32 activations.
+//
+// Usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape ROWSxCOLS]... [--format F]...
+//                          [--no-scalar] [--no-attention] [--attention-only]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +26,7 @@
 #include "compute/model/ops.h"
 #include "shared/container/format.h"
 #include "shared/kernels/matvec.h"
+#include "shared/kernels/matvec_int8.h"
 #include "shared/kernels/matvec_paths.h"
 #include "shared/kernels/vector_ops.h"
 #include "shared/util/cpu.h"
@@ -35,7 +41,8 @@ struct Options {
   uint64_t footprint_bytes = uint64_t(1024) << 20;  // well past any L3 a VM is likely to see
   double seconds = 0.4;                             // minimum timed span per measurement
   std::vector<std::pair<int64_t, int64_t>> shapes;
-  bool attention_only = false;
+  bool attention_only = false, no_attention = false, no_scalar = false;
+  std::vector<TensorFormat> formats;
 };
 
 Options parse(int argc, char** argv) {
@@ -63,12 +70,32 @@ Options parse(int argc, char** argv) {
       o.shapes.push_back({r, c});
     } else if (a == "--attention-only") {
       o.attention_only = true;
+    } else if (a == "--no-attention") {
+      o.no_attention = true;
+    } else if (a == "--no-scalar") {
+      o.no_scalar = true;
+    } else if (a == "--format") {
+      const std::string name = next();
+      bool found = false;
+      for (TensorFormat f : {TensorFormat::F32, TensorFormat::BF16, TensorFormat::F16, TensorFormat::Q8G, TensorFormat::Q4G})
+        if (name == format_name(f)) {
+          o.formats.push_back(f);
+          found = true;
+        }
+      if (!found) {
+        std::fprintf(stderr, "--format wants f32, bf16, f16, q8g or q4g, got %s\n", name.c_str());
+        std::exit(2);
+      }
     } else {
-      std::fprintf(stderr, "usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape RxC]... [--attention-only]\n");
+      std::fprintf(stderr,
+                   "usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape RxC]... [--format F]... "
+                   "[--no-scalar] [--no-attention] [--attention-only]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
     }
   }
   if (o.shapes.empty()) o.shapes = {{7168, 7168}, {2304, 9216}};
+  if (o.formats.empty())
+    o.formats = {TensorFormat::F32, TensorFormat::BF16, TensorFormat::F16, TensorFormat::Q8G, TensorFormat::Q4G};
   return o;
 }
 
@@ -177,6 +204,37 @@ MatrixCopies make_copies(TensorFormat f, int64_t rows, int64_t cols, uint32_t gr
     m.views.push_back(v);
   }
   return m;
+}
+
+// Error of the int8-activation result against f32 activations on the same weights, for
+// Gaussian activations with 1% outlier channels (x20) as hidden states have: rms over rows
+// relative to rms y, and the worst row relative to its sum |w x|.
+void print_int8_error(TensorFormat f, const MatrixView& w, ThreadPool& pool) {
+  std::vector<float> x(size_t(w.cols)), y8(size_t(w.rows)), y32(size_t(w.rows)), row(size_t(w.cols));
+  uint64_t s = 11;
+  for (auto& v : x) {
+    // Box-Muller from two uniforms in (0, 1].
+    const double u1 = (double(xorshift(s) >> 11) + 1) / 9007199254740992.0, u2 = double(xorshift(s) >> 11) / 9007199254740992.0;
+    v = float(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    if (xorshift(s) % 100 == 0) v *= 20;
+  }
+  matvec_path(best_kernel_path(), ActivationMode::Int8, w, x.data(), y8.data(), &pool);
+  matvec_path(best_kernel_path(), ActivationMode::F32, w, x.data(), y32.data(), &pool);
+  double err2 = 0, ref2 = 0, worst = 0;
+  const int64_t sampled = std::min<int64_t>(w.rows, 4096);  // |w x| sums on a sample of rows
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const double e = double(y8[size_t(r)]) - y32[size_t(r)];
+    err2 += e * e;
+    ref2 += double(y32[size_t(r)]) * y32[size_t(r)];
+    if (r % (w.rows / sampled) == 0) {
+      dequantize_row(w, r, row.data());
+      double a = 0;
+      for (int64_t c = 0; c < w.cols; ++c) a += std::fabs(double(row[size_t(c)]) * x[size_t(c)]);
+      worst = std::max(worst, std::fabs(e) / (a + 1e-30));
+    }
+  }
+  std::printf("%-6s int8 vs f32 activations: rms error %.3f%% of rms y, worst row %.3f%% of its sum|w x|\n",
+              format_name(f), 100 * std::sqrt(err2 / ref2), 100 * worst);
 }
 
 // The three ways attention is timed: the scalar reference alone (the code before
@@ -289,21 +347,25 @@ int main(int argc, char** argv) {
               double(o.footprint_bytes) / (1 << 20), mem_one, mem.gb / mem.one.median, pool.size(), mem_all,
               mem.gb / mem.all.median);
   std::printf("(a shared machine: medians include time lost to other processes; ratios use best vs best)\n\n");
-  bench_attention(o, pool);
+  if (!o.no_attention) bench_attention(o, pool);
   if (o.attention_only) return 0;
 
   std::vector<KernelPath> paths;
   for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})
-    if (kernel_path_available(p)) paths.push_back(p);
+    if (kernel_path_available(p) && !(o.no_scalar && p == KernelPath::Scalar)) paths.push_back(p);
   const KernelPath best = best_kernel_path();
-  const TensorFormat formats[] = {TensorFormat::F32, TensorFormat::BF16, TensorFormat::F16, TensorFormat::Q8G, TensorFormat::Q4G};
+  const std::vector<TensorFormat>& formats = o.formats;
+  auto modes_of = [](TensorFormat f) {
+    if (f == TensorFormat::Q8G || f == TensorFormat::Q4G) return std::vector<ActivationMode>{ActivationMode::F32, ActivationMode::Int8};
+    return std::vector<ActivationMode>{ActivationMode::F32};
+  };
   const uint32_t group = 32;
 
   // What the kernels can do when memory is not the limit: one small matrix kept in L2.
   {
     const int64_t rows = 64, cols = 2048;
     std::printf("== kernel rate with the matrix in L2 (%ldx%ld, 1 thread), Gweights/s best\n", long(rows), long(cols));
-    std::printf("%-6s", "format");
+    std::printf("%-6s %-4s", "format", "act");
     for (KernelPath p : paths) std::printf(" %9s", kernel_path_name(p));
     std::printf("\n");
     std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
@@ -311,12 +373,14 @@ int main(int argc, char** argv) {
     for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
     for (TensorFormat f : formats) {
       MatrixCopies m = make_copies(f, rows, cols, group, 0);
-      std::printf("%-6s", format_name(f));
-      for (KernelPath p : paths) {
-        Timing t = time_calls(o.seconds / 4, [&](int) { matvec_path(p, m.views[0], x.data(), y.data(), nullptr); });
-        std::printf(" %9.2f", double(rows * cols) / 1e9 / t.best);
+      for (ActivationMode mode : modes_of(f)) {
+        std::printf("%-6s %-4s", format_name(f), activation_mode_name(mode));
+        for (KernelPath p : paths) {
+          Timing t = time_calls(o.seconds / 4, [&](int) { matvec_path(p, mode, m.views[0], x.data(), y.data(), nullptr); });
+          std::printf(" %9.2f", double(rows * cols) / 1e9 / t.best);
+        }
+        std::printf("\n");
       }
-      std::printf("\n");
     }
     std::printf("\n");
   }
@@ -324,44 +388,48 @@ int main(int argc, char** argv) {
   for (auto [rows, cols] : o.shapes) {
     std::printf("== matvec %ldx%ld (GB/s of weights+scales streamed; ratio to memory read at the same thread count)\n",
                 long(rows), long(cols));
-    std::printf("%-6s %-7s %7s %8s %9s %9s %9s %7s\n", "format", "path", "threads", "MB", "ms(med)", "GB/s med", "GB/s best",
-                "vs mem");
+    std::printf("%-6s %-4s %-7s %7s %8s %9s %9s %9s %7s\n", "format", "act", "path", "threads", "MB", "ms(med)", "GB/s med",
+                "GB/s best", "vs mem");
     for (TensorFormat f : formats) {
       MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
       std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
       uint64_t s = 99;
       for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
       const double gb = double(m.matrix_bytes) / 1e9;
-      for (KernelPath p : paths) {
-        for (bool all : {false, true}) {
-          // The double-precision scalar reference is slow: one short look is enough.
-          const double secs = p == KernelPath::Scalar ? 0.0 : o.seconds;
-          Timing t = time_calls(secs, [&](int i) {
-            matvec_path(p, m.views[size_t(i) % m.views.size()], x.data(), y.data(), all ? &pool : nullptr);
-          });
-          std::printf("%-6s %-7s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%%\n", format_name(f), kernel_path_name(p),
-                      all ? pool.size() : 1u, double(m.matrix_bytes) / 1e6, t.median * 1e3, gb / t.median, gb / t.best,
-                      100.0 * gb / t.best / (all ? mem_all : mem_one));
+      for (ActivationMode mode : modes_of(f))
+        for (KernelPath p : paths) {
+          for (bool all : {false, true}) {
+            // The scalar references are slow: one short look is enough.
+            const double secs = p == KernelPath::Scalar ? 0.0 : o.seconds;
+            Timing t = time_calls(secs, [&](int i) {
+              matvec_path(p, mode, m.views[size_t(i) % m.views.size()], x.data(), y.data(), all ? &pool : nullptr);
+            });
+            std::printf("%-6s %-4s %-7s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%%\n", format_name(f), activation_mode_name(mode),
+                        kernel_path_name(p), all ? pool.size() : 1u, double(m.matrix_bytes) / 1e6, t.median * 1e3,
+                        gb / t.median, gb / t.best, 100.0 * gb / t.best / (all ? mem_all : mem_one));
+          }
         }
-      }
+      if (modes_of(f).size() > 1) print_int8_error(f, m.views[0], pool);
     }
     std::printf("\n== matmul %ldx%ld on the %s path (tokens/s; W read once per call)\n", long(rows), long(cols),
                 kernel_path_name(best));
-    std::printf("%-6s %4s %7s %9s %12s %12s %10s\n", "format", "n", "threads", "ms(med)", "tok/s med", "tok/s best",
-                "W GB/s best");
+    std::printf("%-6s %-4s %4s %7s %9s %12s %12s %10s\n", "format", "act", "n", "threads", "ms(med)", "tok/s med",
+                "tok/s best", "W GB/s best");
     for (TensorFormat f : formats) {
       MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
       for (int64_t n : {1, 8, 32}) {
         std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
         uint64_t s = 7;
         for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
-        for (bool all : {false, true}) {
-          Timing t = time_calls(o.seconds, [&](int i) {
-            matmul_path(best, m.views[size_t(i) % m.views.size()], x.data(), n, y.data(), all ? &pool : nullptr);
-          });
-          std::printf("%-6s %4ld %7u %9.3f %12.1f %12.1f %10.2f\n", format_name(f), long(n), all ? pool.size() : 1u,
-                      t.median * 1e3, double(n) / t.median, double(n) / t.best, double(m.matrix_bytes) / 1e9 / t.best);
-        }
+        for (ActivationMode mode : modes_of(f))
+          for (bool all : {false, true}) {
+            Timing t = time_calls(o.seconds, [&](int i) {
+              matmul_path(best, mode, m.views[size_t(i) % m.views.size()], x.data(), n, y.data(), all ? &pool : nullptr);
+            });
+            std::printf("%-6s %-4s %4ld %7u %9.3f %12.1f %12.1f %10.2f\n", format_name(f), activation_mode_name(mode), long(n),
+                        all ? pool.size() : 1u, t.median * 1e3, double(n) / t.median, double(n) / t.best,
+                        double(m.matrix_bytes) / 1e9 / t.best);
+          }
       }
     }
     std::printf("\n");
