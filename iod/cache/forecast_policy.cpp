@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 
 #include "shared/util/error.h"
 
@@ -78,6 +79,21 @@ void ForecastPolicy::reset(uint32_t slots) {
   // Before the first token the last position was "just visited": layer 0 comes round next.
   distance_.assign(L, 0);
   for (uint32_t q = 0; q < L; ++q) distance_[q] = q + 1;
+  groups_.reset(L * kClasses * 3, slots);
+  guess_expiry_.clear();
+}
+
+void ForecastPolicy::regroup(uint32_t slot) {
+  const uint16_t c = slot_class_[slot];
+  if (c == kFreeSlot) {
+    groups_.assign(slot, SlotGroups::kNone);
+    return;
+  }
+  // The same cases as the score in choose_victim_scan.
+  uint32_t guess = 0;
+  if (slot_guess_[slot] == 1 && visits_ < guess_until_[slot]) guess = 1;
+  else if (slot_guess_[slot] == 2) guess = 2;
+  groups_.assign(slot, (slot_pos_[slot] * kClasses + c) * 3 + guess);
 }
 
 uint32_t ForecastPolicy::class_of(uint32_t key) const {
@@ -115,7 +131,10 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
     visit_seen_[c] += 1.0f;
     history_[k] = (history_[k] << 1) | routed_[e];
     class_[k] = uint16_t(class_of(k));
-    if (key_slot_[k] != kNoSlot) slot_class_[key_slot_[k]] = class_[k];
+    if (const uint32_t s = key_slot_[k]; s != kNoSlot) {
+      slot_class_[s] = class_[k];
+      regroup(s);
+    }
   }
   const float halve_at = float(params_.halve_at);
   for (uint32_t c : touched_list_) {
@@ -147,6 +166,14 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
     for (uint32_t c = 0; c < kClasses; ++c) set_far(c);
   for (uint32_t q = 0; q < L; ++q) distance_[q] = q > pos ? q - pos : q + L - pos;
   ++visits_;
+  // Prefetch guesses whose window ended with this visit score as demanded records from now on.
+  const auto later = std::greater<std::pair<uint64_t, uint32_t>>();
+  while (!guess_expiry_.empty() && guess_expiry_.front().first <= visits_) {
+    const uint32_t s = guess_expiry_.front().second;
+    std::pop_heap(guess_expiry_.begin(), guess_expiry_.end(), later);
+    guess_expiry_.pop_back();
+    regroup(s);
+  }
 }
 
 void ForecastPolicy::on_hit(uint32_t slot, ExpertKey key) {
@@ -157,6 +184,7 @@ void ForecastPolicy::on_hit(uint32_t slot, ExpertKey key) {
     if (uint32_t old = key_slot_[k]; old != kNoSlot) {
       slot_key_[old] = kNoSlot;
       slot_class_[old] = kFreeSlot;
+      regroup(old);
     }
     slot_key_[slot] = k;
     key_slot_[k] = slot;
@@ -164,6 +192,7 @@ void ForecastPolicy::on_hit(uint32_t slot, ExpertKey key) {
   slot_class_[slot] = class_[k];
   slot_pos_[slot] = geometry_.position(key.layer);
   slot_guess_[slot] = 0;
+  regroup(slot);
 }
 
 void ForecastPolicy::on_insert(uint32_t slot, ExpertKey key, InsertKind kind) {
@@ -171,7 +200,13 @@ void ForecastPolicy::on_insert(uint32_t slot, ExpertKey key, InsertKind kind) {
   if (kind != InsertKind::Demand) {
     slot_guess_[slot] = kind == InsertKind::Prefetch ? 1 : 2;
     // A prefetch guess holds until its layer's next visit, distance_ visits from now.
-    if (kind == InsertKind::Prefetch) guess_until_[slot] = visits_ + distance_[slot_pos_[slot]];
+    if (kind == InsertKind::Prefetch) {
+      guess_until_[slot] = visits_ + distance_[slot_pos_[slot]];
+      // Bounded: one entry per prefetch insert, each popped within a cycle of visits.
+      guess_expiry_.emplace_back(guess_until_[slot], slot);
+      std::push_heap(guess_expiry_.begin(), guess_expiry_.end(), std::greater<std::pair<uint64_t, uint32_t>>());
+    }
+    regroup(slot);
   }
   // Demand: the history learns of the use at the layer's visit (on_fetch). Prewarm: only the
   // class (prior bucket, empty history) speaks for the record.
@@ -182,11 +217,43 @@ void ForecastPolicy::on_evict(uint32_t slot, ExpertKey) {
   slot_key_[slot] = kNoSlot;
   slot_class_[slot] = kFreeSlot;
   slot_guess_[slot] = 0;
+  regroup(slot);
 }
 
 double ForecastPolicy::use_probability(ExpertKey key) const { return p_[class_[geometry_.key_index(key)]]; }
 
 uint32_t ForecastPolicy::choose_victim(const EvictableFn& evictable) {
+  // choose_victim_scan's result, one score per group: the highest score wins, ties go to the
+  // lowest slot; a record the layer being fetched still has to pin (score 0 in the scan) only
+  // when no other slot is evictable.
+  const uint32_t E = geometry_.experts_per_layer();
+  const float cycle = float(distance_.size());
+  uint32_t best = kNoSlot, needed_now = kNoSlot;
+  float best_score = 0;
+  for (const uint32_t g : groups_.nonempty()) {
+    const uint32_t guess = g % 3, c = (g / 3) % kClasses, q = g / (3 * kClasses);
+    float far = far_[c];
+    if (guess == 1) far = std::min(far, prefetch_far_);
+    else if (guess == 2) far += cycle;
+    const float score = float(distance_[q]) + far;
+    if (best != kNoSlot && score < best_score) continue;
+    for (const uint32_t s : groups_.members(g)) {
+      if (best != kNoSlot && score == best_score && s > best) break;
+      if (q == position_ && routed_[slot_key_[s] % E]) {
+        if ((needed_now == kNoSlot || s < needed_now) && evictable(s)) needed_now = s;
+        continue;
+      }
+      if (evictable(s)) {
+        best = s;
+        best_score = score;
+        break;
+      }
+    }
+  }
+  return best != kNoSlot ? best : needed_now;
+}
+
+uint32_t ForecastPolicy::choose_victim_scan(const EvictableFn& evictable) const {
   uint32_t best = kNoSlot;
   float best_score = 0;
   const uint32_t E = geometry_.experts_per_layer();

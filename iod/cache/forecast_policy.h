@@ -23,13 +23,16 @@
 // last. Prefetched records count as p >= prefetch until their layer's visit; pre-warmed ones
 // rank one token further away until a demand hits them.
 //
-// Cost: O(experts per layer) table updates per layer visit and a scan of the slots per miss
-// (two loads and an add per slot); docs/MEASUREMENTS.md has ns/access.
+// Cost: O(experts per layer) table updates per layer visit. The victim choice looks at one
+// score per group of slots with equal (layer position, class, guess state) (slot_groups.h):
+// O(non-empty groups) per miss, at most min(slots, positions x classes x 3), plus O(log slots)
+// to keep a slot's group when its state changes; docs/MEASUREMENTS.md has ns/access.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "iod/cache/policy.h"
+#include "iod/cache/slot_groups.h"
 
 namespace waste::cache {
 
@@ -49,6 +52,9 @@ class ForecastPolicy final : public CachePolicy {
   void on_insert(uint32_t slot, ExpertKey key, InsertKind kind) override;
   void on_evict(uint32_t slot, ExpertKey key) override;
   uint32_t choose_victim(const EvictableFn& evictable) override;
+  // The same choice by scanning every slot (the definition the grouped choice must match;
+  // kept for the tests).
+  uint32_t choose_victim_scan(const EvictableFn& evictable) const;
 
   // The learned probability that the next visit of the key's layer routes to it.
   double use_probability(ExpertKey key) const;
@@ -61,6 +67,8 @@ class ForecastPolicy final : public CachePolicy {
  private:
   uint32_t class_of(uint32_t key) const;
   void set_far(uint32_t cls);
+  // Puts the slot in the group of its current state (or none when free).
+  void regroup(uint32_t slot);
 
   CacheGeometry geometry_;
   ForecastParams params_;
@@ -96,6 +104,12 @@ class ForecastPolicy final : public CachePolicy {
   std::vector<uint64_t> guess_until_;  // per slot: a prefetch guess holds while visits_ < this
   uint64_t visits_ = 0;                // layer visits so far
   std::vector<uint32_t> distance_;     // per cycle position: visits until it next comes round
+  // Slots grouped by (cycle position, class, guess state: 0 demanded or expired prefetch,
+  // 1 prefetch still in its guess window, 2 pre-warmed): one score per group.
+  SlotGroups groups_;
+  // Prefetch guesses by the visit count at which they expire (min-heap of (until, slot); an
+  // entry whose slot has moved on is skipped), so an expired guess leaves group state 1.
+  std::vector<std::pair<uint64_t, uint32_t>> guess_expiry_;
 };
 
 }  // namespace waste::cache
