@@ -80,6 +80,7 @@ void ForecastPolicy::reset(uint32_t slots) {
   distance_.assign(L, 0);
   for (uint32_t q = 0; q < L; ++q) distance_[q] = q + 1;
   groups_.reset(L * kClasses * 3, slots);
+  group_score_.reserve(std::min<size_t>(size_t(L) * kClasses * 3, slots));
   guess_expiry_.clear();
 }
 
@@ -225,31 +226,44 @@ double ForecastPolicy::use_probability(ExpertKey key) const { return p_[class_[g
 uint32_t ForecastPolicy::choose_victim(const EvictableFn& evictable) {
   // choose_victim_scan's result, one score per group: the highest score wins, ties go to the
   // lowest slot; a record the layer being fetched still has to pin (score 0 in the scan) only
-  // when no other slot is evictable.
+  // when no other slot is evictable. First the score of every non-empty group; then the groups
+  // with the top score (nearly always one of their slots is evictable); only when all of those
+  // are pinned, the rest.
   const uint32_t E = geometry_.experts_per_layer();
   const float cycle = float(distance_.size());
-  uint32_t best = kNoSlot, needed_now = kNoSlot;
-  float best_score = 0;
-  for (const uint32_t g : groups_.nonempty()) {
-    const uint32_t guess = g % 3, c = (g / 3) % kClasses, q = g / (3 * kClasses);
+  const std::span<const uint32_t> groups = groups_.nonempty();
+  group_score_.resize(groups.size());
+  float top = 0;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const uint32_t g = groups[i], guess = g % 3, c = (g / 3) % kClasses, q = g / (3 * kClasses);
     float far = far_[c];
     if (guess == 1) far = std::min(far, prefetch_far_);
     else if (guess == 2) far += cycle;
-    const float score = float(distance_[q]) + far;
-    if (best != kNoSlot && score < best_score) continue;
-    for (const uint32_t s : groups_.members(g)) {
-      if (best != kNoSlot && score == best_score && s > best) break;
+    group_score_[i] = float(distance_[q]) + far;
+    top = i == 0 ? group_score_[i] : std::max(top, group_score_[i]);
+  }
+  uint32_t best = kNoSlot, needed_now = kNoSlot;
+  float best_score = 0;
+  // Looks at the group's slots: the lowest evictable one wins if the group's score beats the
+  // best so far, or ties it with a lower slot.
+  auto consider = [&](size_t i) {
+    const uint32_t q = groups[i] / (3 * kClasses);
+    const float score = group_score_[i];
+    if (best != kNoSlot && score < best_score) return;
+    for (const uint32_t s : groups_.members(groups[i])) {
       if (q == position_ && routed_[slot_key_[s] % E]) {
         if ((needed_now == kNoSlot || s < needed_now) && evictable(s)) needed_now = s;
-        continue;
-      }
-      if (evictable(s)) {
+      } else if ((best == kNoSlot || score > best_score || s < best) && evictable(s)) {
         best = s;
         best_score = score;
-        break;
       }
     }
-  }
+  };
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (group_score_[i] == top) consider(i);
+  if (best == kNoSlot)
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (group_score_[i] != top) consider(i);
   return best != kNoSlot ? best : needed_now;
 }
 

@@ -25,8 +25,9 @@
 //
 // Cost: O(experts per layer) table updates per layer visit. The victim choice looks at one
 // score per group of slots with equal (layer position, class, guess state) (slot_groups.h):
-// O(non-empty groups) per miss, at most min(slots, positions x classes x 3), plus O(log slots)
-// to keep a slot's group when its state changes; docs/MEASUREMENTS.md has ns/access.
+// O(non-empty groups) per miss (at most min(slots, positions x classes x 3)) plus the slots of
+// the groups with the top score, and O(1) to move a slot when its state changes;
+// docs/MEASUREMENTS.md has ns/access.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -110,6 +111,7 @@ class ForecastPolicy final : public CachePolicy {
   // Prefetch guesses by the visit count at which they expire (min-heap of (until, slot); an
   // entry whose slot has moved on is skipped), so an expired guess leaves group state 1.
   std::vector<std::pair<uint64_t, uint32_t>> guess_expiry_;
+  std::vector<float> group_score_;  // choose_victim's scratch: per non-empty group, its score
 };
 
 }  // namespace waste::cache

@@ -7,9 +7,17 @@ namespace waste::cache {
 void SlotGroups::reset(uint32_t groups, uint32_t slots) {
   members_.assign(groups, {});
   group_of_.assign(slots, kNone);
+  member_at_.assign(slots, kNone);
   nonempty_.clear();
   nonempty_.reserve(groups < slots ? groups : slots);
   nonempty_at_.assign(groups, kNone);
+}
+
+void SlotGroups::remove_at(std::vector<uint32_t>& list, uint32_t at, std::vector<uint32_t>& index_of) {
+  const uint32_t last = list.back();
+  list[at] = last;
+  index_of[last] = at;
+  list.pop_back();
 }
 
 void SlotGroups::assign(uint32_t slot, uint32_t group) {
@@ -19,23 +27,21 @@ void SlotGroups::assign(uint32_t slot, uint32_t group) {
   const uint32_t old = group_of_[slot];
   if (old == group) return;
   if (old != kNone) {
-    members_[old].erase(slot);
+    remove_at(members_[old], member_at_[slot], member_at_);
     if (members_[old].empty()) {
-      // Swap-remove from the non-empty list.
-      const uint32_t at = nonempty_at_[old], last = nonempty_.back();
-      nonempty_[at] = last;
-      nonempty_at_[last] = at;
-      nonempty_.pop_back();
+      remove_at(nonempty_, nonempty_at_[old], nonempty_at_);
       nonempty_at_[old] = kNone;
     }
   }
   group_of_[slot] = group;
+  member_at_[slot] = kNone;
   if (group != kNone) {
     if (members_[group].empty()) {
       nonempty_at_[group] = uint32_t(nonempty_.size());
       nonempty_.push_back(group);
     }
-    members_[group].insert(slot);
+    member_at_[slot] = uint32_t(members_[group].size());
+    members_[group].push_back(slot);
   }
 }
 

@@ -12,22 +12,27 @@
 
 using namespace waste::cache;
 
-TEST_CASE("slot groups keep members ascending and list exactly the non-empty groups") {
+TEST_CASE("slot groups hold each slot in one group and list exactly the non-empty groups") {
   SlotGroups g;
   g.reset(4, 6);
   g.assign(5, 2);
   g.assign(1, 2);
   g.assign(3, 0);
-  CHECK_EQ(std::vector<uint32_t>(g.members(2).begin(), g.members(2).end()), std::vector<uint32_t>{1, 5});
-  auto listed = [&] {
-    std::vector<uint32_t> v(g.nonempty().begin(), g.nonempty().end());
+  auto sorted = [](std::span<const uint32_t> s) {
+    std::vector<uint32_t> v(s.begin(), s.end());
     std::sort(v.begin(), v.end());
     return v;
   };
+  auto listed = [&] { return sorted(g.nonempty()); };
+  CHECK_EQ(sorted(g.members(2)), std::vector<uint32_t>{1, 5});
+  CHECK_EQ(sorted(g.members(0)), std::vector<uint32_t>{3});
   CHECK_EQ(listed(), std::vector<uint32_t>{0, 2});
   g.assign(3, 2);  // group 0 empties
   CHECK_EQ(listed(), std::vector<uint32_t>{2});
   CHECK_EQ(g.group_of(3), 2u);
+  g.assign(1, 1);  // removed from the middle of group 2
+  CHECK_EQ(sorted(g.members(2)), std::vector<uint32_t>{3, 5});
+  CHECK_EQ(listed(), std::vector<uint32_t>{1, 2});
   g.assign(1, SlotGroups::kNone);
   g.assign(3, SlotGroups::kNone);
   g.assign(5, SlotGroups::kNone);
