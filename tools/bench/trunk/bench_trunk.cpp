@@ -11,6 +11,8 @@
 //
 // Usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape ROWSxCOLS]... [--format F]...
 //                          [--no-scalar] [--no-attention] [--attention-only]
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,7 @@
 #include "shared/kernels/vector_ops.h"
 #include "shared/util/cpu.h"
 #include "shared/util/half.h"
+#include "shared/util/large_alloc.h"
 #include "shared/util/thread_pool.h"
 
 using namespace waste;
@@ -104,21 +108,55 @@ double now() {
 }
 
 // Seconds per call: the median and the best of as many calls as fit in `seconds` (at least 3).
+// Also the least process CPU time of a call: a call of tens of ms on a loaded machine is
+// always preempted somewhere, so its best wall time still counts time given to others, while
+// CPU time (divided by the threads working) does not; memory stalls count as CPU time.
 struct Timing {
-  double median, best;
+  double median, best, best_cpu;
 };
+double process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 Timing time_calls(double seconds, const std::function<void(int)>& call) {
   call(0);  // warm-up (page faults, pool start)
-  std::vector<double> t;
+  std::vector<double> t, cpu;
   const double start = now();
   for (int i = 1; t.size() < 3 || now() - start < seconds; ++i) {
-    const double t0 = now();
+    const double t0 = now(), c0 = process_cpu();
     call(i);
+    cpu.push_back(process_cpu() - c0);
     t.push_back(now() - t0);
   }
   std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front()};
+  return {t[t.size() / 2], t.front(), *std::min_element(cpu.begin(), cpu.end())};
 }
+
+// Benchmark memory as the runtime holds the trunk: on transparent huge pages
+// (shared/util/large_alloc.h), so TLB misses cost what they cost there.
+template <class T>
+class LargeBuffer {
+ public:
+  explicit LargeBuffer(size_t n) : n_(n), p_(static_cast<T*>(alloc_large(std::max<size_t>(1, n) * sizeof(T))), std::free) {
+    if (!p_) {
+      std::fprintf(stderr, "out of memory (%zu bytes)\n", n * sizeof(T));
+      std::exit(1);
+    }
+  }
+  LargeBuffer copy() const {
+    LargeBuffer b(n_);
+    std::memcpy(b.data(), data(), n_ * sizeof(T));
+    return b;
+  }
+  T* data() const { return p_.get(); }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) const { return p_.get()[i]; }
+
+ private:
+  size_t n_;
+  std::unique_ptr<T, void (*)(void*)> p_;
+};
 
 uint64_t xorshift(uint64_t& s) {
   s ^= s << 13;
@@ -137,7 +175,7 @@ struct MemoryBandwidth {
 };
 
 MemoryBandwidth measure_memory(const Options& o, ThreadPool& pool) {
-  std::vector<float> buf(o.footprint_bytes / 4);
+  LargeBuffer<float> buf(o.footprint_bytes / 4);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = float(i & 1023) * (1.0f / 1024);
   const size_t piece = std::min(buf.size(), size_t(8) << 18);
   const size_t pieces = buf.size() / piece;
@@ -161,7 +199,7 @@ MemoryBandwidth measure_memory(const Options& o, ThreadPool& pool) {
 
 // Enough copies of one random matrix that cycling through them defeats the caches.
 struct MatrixCopies {
-  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<LargeBuffer<uint8_t>> bytes;
   std::vector<MatrixView> views;
   uint64_t matrix_bytes = 0;
 };
@@ -170,7 +208,7 @@ MatrixCopies make_copies(TensorFormat f, int64_t rows, int64_t cols, uint32_t gr
   const TensorBytes layout = trunk_tensor_bytes(f, uint64_t(rows), uint64_t(cols), group);
   MatrixCopies m;
   m.matrix_bytes = layout.total;
-  std::vector<uint8_t> first(layout.total);
+  LargeBuffer<uint8_t> first(layout.total);
   uint64_t s = 0x1234567887654321ull;
   const uint64_t n = uint64_t(rows * cols);
   // Finite, normal values in every format (random bits could be NaN or subnormal).
@@ -192,7 +230,8 @@ MatrixCopies make_copies(TensorFormat f, int64_t rows, int64_t cols, uint32_t gr
     }
   }
   const size_t copies = size_t(std::max<uint64_t>(2, (footprint + layout.total - 1) / layout.total));
-  for (size_t k = 0; k < copies; ++k) m.bytes.push_back(k + 1 == copies ? std::move(first) : first);
+  for (size_t k = 0; k + 1 < copies; ++k) m.bytes.push_back(first.copy());
+  m.bytes.push_back(std::move(first));
   for (auto& b : m.bytes) {
     MatrixView v;
     v.format = f;
@@ -343,9 +382,9 @@ int main(int argc, char** argv) {
               double(o.footprint_bytes) / (1 << 20));
   const MemoryBandwidth mem = measure_memory(o, pool);
   const double mem_one = mem.gb / mem.one.best, mem_all = mem.gb / mem.all.best;
-  std::printf("memory read (8 MiB per call from a %.0f MiB buffer), GB/s best (median): 1 thread %.1f (%.1f), %u threads %.1f (%.1f)\n",
-              double(o.footprint_bytes) / (1 << 20), mem_one, mem.gb / mem.one.median, pool.size(), mem_all,
-              mem.gb / mem.all.median);
+  std::printf("memory read (8 MiB per call from a %.0f MiB buffer), GB/s best (median) [cpu]: 1 thread %.1f (%.1f) [%.1f], %u threads %.1f (%.1f) [%.1f]\n",
+              double(o.footprint_bytes) / (1 << 20), mem_one, mem.gb / mem.one.median, mem.gb / mem.one.best_cpu, pool.size(),
+              mem_all, mem.gb / mem.all.median, mem.gb * pool.size() / mem.all.best_cpu);
   std::printf("(a shared machine: medians include time lost to other processes; ratios use best vs best)\n\n");
   if (!o.no_attention) bench_attention(o, pool);
   if (o.attention_only) return 0;
@@ -388,8 +427,8 @@ int main(int argc, char** argv) {
   for (auto [rows, cols] : o.shapes) {
     std::printf("== matvec %ldx%ld (GB/s of weights+scales streamed; ratio to memory read at the same thread count)\n",
                 long(rows), long(cols));
-    std::printf("%-6s %-4s %-7s %7s %8s %9s %9s %9s %7s\n", "format", "act", "path", "threads", "MB", "ms(med)", "GB/s med",
-                "GB/s best", "vs mem");
+    std::printf("%-6s %-4s %-7s %7s %8s %9s %9s %9s %7s %9s\n", "format", "act", "path", "threads", "MB", "ms(med)", "GB/s med",
+                "GB/s best", "vs mem", "GB/s cpu");
     for (TensorFormat f : formats) {
       MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
       std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
@@ -404,9 +443,10 @@ int main(int argc, char** argv) {
             Timing t = time_calls(secs, [&](int i) {
               matvec_path(p, mode, m.views[size_t(i) % m.views.size()], x.data(), y.data(), all ? &pool : nullptr);
             });
-            std::printf("%-6s %-4s %-7s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%%\n", format_name(f), activation_mode_name(mode),
-                        kernel_path_name(p), all ? pool.size() : 1u, double(m.matrix_bytes) / 1e6, t.median * 1e3,
-                        gb / t.median, gb / t.best, 100.0 * gb / t.best / (all ? mem_all : mem_one));
+            const unsigned threads = all ? pool.size() : 1u;
+            std::printf("%-6s %-4s %-7s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%% %9.2f\n", format_name(f), activation_mode_name(mode),
+                        kernel_path_name(p), threads, double(m.matrix_bytes) / 1e6, t.median * 1e3, gb / t.median,
+                        gb / t.best, 100.0 * gb / t.best / (all ? mem_all : mem_one), gb * threads / t.best_cpu);
           }
         }
       if (modes_of(f).size() > 1) print_int8_error(f, m.views[0], pool);
