@@ -1,0 +1,137 @@
+// `waste iobench MODEL --trace T` with the raw device interleaved (raw, round, raw, ...): the
+// per-round and per-pass fields of its JSON, checked against the trace and the container on a
+// tiny synthetic container (a few MB of raw reads; the rates themselves are not asserted).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "shared/container/reader.h"
+#include "tests/integration/process.h"
+
+using namespace waste;
+using namespace waste::test;
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+}  // namespace
+
+TEST_CASE("waste iobench interleaves raw passes with replay rounds and reports each") {
+  TempDir tmp;
+  std::string model = tmp / "tiny.waste";
+  {
+    auto r = run_command(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --out " + model);
+    INFO(r.output);
+    REQUIRE_EQ(r.status, 0);
+  }
+  Container c = Container::open(model);
+  const uint32_t L = uint32_t(c.expert_layers().size());
+  const uint64_t stride = c.expert_layers()[0].layout.stride;
+  for (const auto& l : c.expert_layers()) REQUIRE_EQ(l.layout.stride, stride);
+  // 21 tokens, top-4 of 32 experts, spread so the cache of one working set misses often.
+  std::string trace = tmp / "trace.jsonl";
+  {
+    std::ofstream f(trace);
+    for (int t = 0; t < 21; ++t) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (uint32_t l = 0; l < L; ++l) {
+        std::vector<uint32_t> ex;
+        for (uint32_t k = 0; k < 4; ++k) ex.push_back((uint32_t(t) * 11 + l * 5 + k * 7) % 32);
+        layers.push_back(ex);
+      }
+      f << nlohmann::json{{"tok", t}, {"layers", layers}}.dump() << "\n";
+    }
+  }
+  char raw_gb[64];  // two and a half records: a raw read takes three
+  std::snprintf(raw_gb, sizeof raw_gb, "%.12g", 2.5 * double(stride) / 1e9);
+  for (std::string io : {"uring", "pread"}) {
+    CAPTURE(io);
+    // --raw-depth 2: every pass (pass 0 too) reads at qd 4 and at depth 2. Raw passes of at
+    // most 3 records each; the page cache is left alone (a test does not drop the machine's).
+    auto r = run_command(waste_bin() + " iobench " + model + " --trace " + trace + " --qd 4 --io " + io +
+                         " --rounds 3 --raw-depth 2 --raw-gb " + raw_gb +
+                         " --no-drop-caches --json");
+    INFO(r.output);
+    REQUIRE_EQ(r.status, 0);
+    auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    // The stable fields.
+    CHECK_EQ(j["tokens"].get<size_t>(), 21u);
+    const uint64_t hits = j["hits"], misses = j["misses"];
+    CHECK_EQ(hits + misses, 21u * L * 4);
+    CHECK_GT(misses, 0u);
+    CHECK_EQ(j["bytes_read"].get<uint64_t>(), misses * stride);  // lookahead 0: a read per miss
+    CHECK_GT(j["gb_per_s"].get<double>(), 0.0);
+    // Rounds: consecutive slices covering the trace; their sums are the totals.
+    REQUIRE_EQ(j["rounds"].size(), 3u);
+    size_t next = 0;
+    uint64_t sum_hits = 0, sum_misses = 0;
+    std::vector<double> ratios, ratios_depth;
+    for (const auto& rd : j["rounds"]) {
+      CHECK_EQ(rd["first_token"].get<size_t>(), next);
+      CHECK_EQ(rd["tokens"].get<size_t>(), 7u);
+      next += rd["tokens"].get<size_t>();
+      sum_hits += rd["hits"].get<uint64_t>();
+      sum_misses += rd["misses"].get<uint64_t>();
+      // Client view of the depth: between 1 and top_k when the round read anything.
+      if (rd["misses"].get<uint64_t>() > 0) {
+        CHECK_GE(rd["inflight_at_issue"].get<double>(), 1.0);
+        CHECK_LE(rd["inflight_at_issue"].get<double>(), 4.0);
+        CHECK_LE(rd["inflight_mean"].get<double>(), 4.0);
+      }
+      double q = rd["raw_qd"]["mean"];
+      CHECK_EQ(q, doctest::Approx((rd["raw_qd"]["before"].get<double>() + rd["raw_qd"]["after"].get<double>()) / 2));
+      CHECK_EQ(rd["ratio_qd"].get<double>(), doctest::Approx(rd["gb_per_s"].get<double>() / q));
+      ratios.push_back(rd["ratio_qd"]);
+      double d = rd["raw_depth"]["mean"];
+      CHECK_EQ(rd["ratio_depth"].get<double>(), doctest::Approx(rd["gb_per_s"].get<double>() / d));
+      ratios_depth.push_back(rd["ratio_depth"]);
+    }
+    CHECK_EQ(next, 21u);
+    CHECK_EQ(sum_hits, hits);
+    CHECK_EQ(sum_misses, misses);
+    CHECK_EQ(j["ratio_to_raw"].get<double>(), doctest::Approx(median_of(ratios)));
+    CHECK_EQ(j["ratio_to_raw_depth"].get<double>(), doctest::Approx(median_of(ratios_depth)));
+    // Raw passes: one before each round and one after the last, each at qd and at the depth,
+    // three whole records per read, the page cache untouched as asked.
+    const auto& passes = j["raw"]["passes"];
+    REQUIRE_EQ(passes.size(), 4u);
+    CHECK_EQ(j["raw"]["depth"].get<uint32_t>(), 2u);
+    for (const auto& p : passes) {
+      CHECK_EQ(p["at_qd"]["reads"].get<uint64_t>(), 3u);
+      CHECK_EQ(p["at_qd"]["bytes"].get<uint64_t>(), 3 * stride);
+      CHECK_EQ(p["at_qd"]["depth"].get<uint32_t>(), 4u);
+      CHECK_EQ(p["at_depth"]["bytes"].get<uint64_t>(), 3 * stride);
+      CHECK_EQ(p["at_depth"]["depth"].get<uint32_t>(), 2u);
+      CHECK_FALSE(p["page_cache_dropped"].get<bool>());
+    }
+    // Pass 0 comes first: nothing was read before, so all its six reads are first reads.
+    CHECK_EQ(passes[0]["first_reads"].get<uint64_t>(), 6u);
+    CHECK_EQ(j["raw"]["before"]["bytes"], passes[0]["at_qd"]["bytes"]);
+    CHECK_EQ(j["page_cache"]["why_not"].get<std::string>(), "--no-drop-caches");
+    CHECK_EQ(j["rounds"][0]["raw_qd"]["before"].get<double>(), passes[0]["at_qd"]["gb_per_s"].get<double>());
+    CHECK_EQ(j["rounds"][2]["raw_qd"]["after"].get<double>(), passes[3]["at_qd"]["gb_per_s"].get<double>());
+  }
+  // Without --raw-depth the depth comes from round 1: pass 0 has no depth read.
+  auto r = run_command(waste_bin() + " iobench " + model + " --trace " + trace +
+                       " --qd 4 --rounds 2 --raw-gb 0.000001 --no-drop-caches --json");
+  INFO(r.output);
+  REQUIRE_EQ(r.status, 0);
+  auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const auto& passes = j["raw"]["passes"];
+  REQUIRE_EQ(passes.size(), 3u);
+  CHECK_EQ(passes[0]["at_qd"]["reads"].get<uint64_t>(), 1u);  // at least one record per read
+  const uint32_t depth = j["raw"]["depth"];
+  CHECK_GE(depth, 1u);
+  CHECK_LE(depth, 4u);
+  CHECK_FALSE(passes[0].contains("at_depth"));
+  if (depth != 4) CHECK(passes[1].contains("at_depth"));
+}
