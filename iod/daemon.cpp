@@ -103,12 +103,18 @@ kj::Promise<void> save_usage_periodically(kj::Timer& timer, UsageWriter& w) {
   });
 }
 
-// Test hook: WASTE_IOD_TEST_URING_FAIL_AFTER=N makes the io_uring ring fail after N reads.
+// Test hooks: WASTE_IOD_TEST_URING_FAIL_AFTER=N makes the io_uring ring fail after N reads.
 UringFaults uring_faults_from_env() {
   UringFaults f;
   if (const char* v = std::getenv("WASTE_IOD_TEST_URING_FAIL_AFTER"); v && *v) {
     f.fail_submit_after_reads = std::strtoull(v, nullptr, 10);
     spdlog::warn("iod: test hook: the io_uring ring fails after {} reads", f.fail_submit_after_reads);
+  }
+  // WASTE_IOD_TEST_URING_ABANDON=1 (with the above): the reads the ring holds when it dies are
+  // abandoned at once, as if the kernel would neither finish nor cancel them.
+  if (const char* v = std::getenv("WASTE_IOD_TEST_URING_ABANDON"); v && std::strcmp(v, "1") == 0) {
+    f.abandon_in_flight = true;
+    spdlog::warn("iod: test hook: the dying io_uring ring abandons the reads it holds");
   }
   return f;
 }

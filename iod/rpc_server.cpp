@@ -232,6 +232,7 @@ class ExpertStoreImpl final : public proto::ExpertStore::Server {
       s.setPrefetchUsed(st.prefetch_used);
       s.setPrefetchWasted(st.prefetch_wasted);
       s.setConnections(st.connections);
+      s.setQuarantinedSlots(st.quarantined_slots);
       auto layers = s.initLayers(uint32_t(st.layers.size()));
       for (size_t i = 0; i < st.layers.size(); ++i) {
         layers[uint32_t(i)].setLayer(st.layers[i].first);

@@ -246,7 +246,7 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
   }
   if (job.abandoned)
     why = who + "read abandoned: the io_uring ring failed with it in flight (slot " + std::to_string(job.slot) +
-          " taken out of use)";
+          " quarantined; fetch it again)";
   if (!why.empty()) spdlog::error("iod: {}: {}", l->bank_path, why);
   ipc::SlotEntry& e = segment_.entry(job.slot);
   // The state word is published under the lock together with io_busy, so a fetch never sees
@@ -262,8 +262,11 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
   ipc::futex_wake_word(e.word);
   SlotInfo& si = slot_info_[job.slot];
   if (job.abandoned) {
-    si.abandoned = true;  // stays io_busy: never evicted, never read into again
-    ++abandoned_slots_;
+    // The kernel may still write into the slot: the cache forgets the key (its next demand
+    // reads it into another slot) and quarantines the slot (never free, never a victim, never
+    // read into again). It also stays io_busy, so the guard never offers it either.
+    if (cache_->holds(job.slot)) cache_->quarantine(job.slot);
+    si.abandoned = true;
   } else {
     si.io_busy = false;
   }
@@ -312,10 +315,8 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
     uint32_t s = cache_->find(ExpertKey{layer, x});
     if (s == kNoSlot) ++new_slots;
     if (s == kNoSlot || c.pins.find(s) == c.pins.end()) ++new_own;
-    if (s != kNoSlot && slot_info_[s].abandoned)
-      throw Error("fetch: layer " + std::to_string(layer) + " expert " + std::to_string(x) + ": " + segment_.entry(s).error);
   }
-  const uint32_t usable = cache_->slots() - abandoned_slots_;
+  const uint32_t usable = cache_->slots() - cache_->quarantined();
   if (own_pinned + new_own > usable)
     throw Error("fetch: layer " + std::to_string(layer) + ": " + std::to_string(distinct.size()) +
                 " experts can never fit: the cache has " + std::to_string(usable) + " usable slots and this connection has " +
@@ -430,10 +431,10 @@ StoreStats Store::stats() const {
   std::lock_guard lock(mu_);
   StoreStats s;
   s.io_path = io_path_;
-  s.abandoned_slots = abandoned_slots_;
+  s.quarantined_slots = cache_->quarantined();
   s.policy = policy_->name();
   s.slot_count = cache_->slots();
-  s.slots_occupied = cache_->occupied();
+  s.slots_occupied = cache_->occupied() - cache_->quarantined();  // slots holding a record
   s.queue_depth = options_.queue_depth;
   s.in_flight = reads_outstanding_;
   s.connections = uint32_t(connections_.size());

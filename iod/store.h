@@ -49,7 +49,7 @@ struct StoreStats {
   uint64_t hits = 0, joined = 0, misses = 0, failures = 0, bytes_read = 0;
   double read_seconds = 0, p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prewarmed = 0;
-  uint32_t abandoned_slots = 0;
+  uint32_t quarantined_slots = 0;  // slots of reads a dead io_uring abandoned: out of use until restart
   std::vector<std::pair<uint32_t, LayerCounters>> layers;  // decoder layer, counters
 };
 
@@ -96,7 +96,7 @@ class Store {
     bool io_busy = false;          // a read is queued or in flight: never evicted
     bool prefetched_unused = false;
     bool prewarmed = false;
-    bool abandoned = false;        // its read was abandoned by a dead io_uring: out of use for good
+    bool abandoned = false;        // its read was abandoned by a dead io_uring: quarantined for good
   };
   struct Connection {
     std::unordered_multimap<uint32_t, uint64_t> pins;  // slot -> generation
@@ -138,7 +138,6 @@ class Store {
   uint64_t hits_ = 0, joined_ = 0, misses_ = 0, failures_ = 0, bytes_read_ = 0;
   uint64_t prefetch_issued_ = 0, prefetch_used_ = 0, prefetch_wasted_ = 0, prewarmed_ = 0;
   uint32_t reads_outstanding_ = 0;
-  uint32_t abandoned_slots_ = 0;  // slots of reads a dead ring may still complete: never reused
   std::function<void()> slots_changed_;
   cache::UsageCounts usage_;
   bool usage_changed_ = false;

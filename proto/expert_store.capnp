@@ -55,6 +55,7 @@ struct Stats {
   prefetchWasted @19 :UInt64; # evicted before any demand used it
   connections @20 :UInt32;
   layers @21 :List(LayerStats);
+  quarantinedSlots @22 :UInt32; # slots of reads a dead io_uring abandoned: never used again until restart
 }
 
 interface ExpertStore {

@@ -10,6 +10,7 @@ ExpertCache::ExpertCache(const CacheGeometry& geometry, uint32_t slots, CachePol
   slot_key_.assign(slots, kNoSlot);
   key_slot_.assign(geometry_.key_count(), kNoSlot);
   pins_.assign(slots, 0);
+  quarantined_slot_.assign(slots, false);
   free_.reserve(slots);
   for (uint32_t s = slots; s-- > 0;) free_.push_back(s);  // hand out slot 0 first
   policy_.reset(slots);
@@ -77,6 +78,19 @@ void ExpertCache::unpin(uint32_t slot) {
   if (slot >= slots() || pins_[slot] == 0)  // message built only on failure (a hot path)
     throw Error("expert cache: unpin of slot " + std::to_string(slot) + ", not pinned");
   --pins_[slot];
+}
+
+void ExpertCache::quarantine(uint32_t slot) {
+  if (slot >= slots() || slot_key_[slot] == kNoSlot)
+    throw Error("expert cache: quarantine of slot " + std::to_string(slot) + ", which holds no key");
+  const uint32_t k = slot_key_[slot];
+  policy_.on_evict(slot, geometry_.key_at(k));
+  key_slot_[k] = kNoSlot;
+  // Without a key the slot is never evictable (take_slot's test), and it is not put back on
+  // free_: it stays counted in occupied_, so "free = slots - occupied" never offers it.
+  slot_key_[slot] = kNoSlot;
+  quarantined_slot_[slot] = true;
+  ++quarantined_;
 }
 
 }  // namespace waste::cache

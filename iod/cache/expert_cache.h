@@ -25,7 +25,9 @@ class ExpertCache {
   ExpertCache(const CacheGeometry& geometry, uint32_t slots, CachePolicy& policy);
 
   uint32_t slots() const { return uint32_t(slot_key_.size()); }
+  // Slots not free: holding a key, or quarantined.
   uint32_t occupied() const { return occupied_; }
+  uint32_t quarantined() const { return quarantined_; }
   const CacheGeometry& geometry() const { return geometry_; }
 
   // Tells the policy a layer is about to be fetched (see policy.h).
@@ -36,6 +38,12 @@ class ExpertCache {
   // the slot, or kNoSlot when the key is cached already or nothing could be evicted.
   Acquired insert_guess(ExpertKey key, InsertKind kind);
   void unpin(uint32_t slot);
+  // Forgets the key the slot holds (the policy sees on_evict; a later acquire of the key loads
+  // it into another slot) and takes the slot out of use for good: never free, never a victim,
+  // never handed out again. For a slot the kernel may still write into (iod: a read a dead
+  // io_uring abandoned). Pins on it stay until unpinned.
+  void quarantine(uint32_t slot);
+  bool is_quarantined(uint32_t slot) const { return quarantined_slot_.at(slot); }
   bool pinned(uint32_t slot) const { return pins_.at(slot) > 0; }
   uint32_t find(ExpertKey key) const;  // slot or kNoSlot
   bool holds(uint32_t slot) const { return slot_key_.at(slot) != kNoSlot; }
@@ -50,7 +58,9 @@ class ExpertCache {
   std::vector<uint32_t> key_slot_;  // slot per key index, or kNoSlot
   std::vector<uint32_t> pins_;
   std::vector<uint32_t> free_;      // free slots, popped from the back
+  std::vector<bool> quarantined_slot_;
   uint32_t occupied_ = 0;
+  uint32_t quarantined_ = 0;
 };
 
 }  // namespace waste::cache

@@ -41,6 +41,11 @@ using EngineFailed = std::function<void(const std::string& why)>;
 struct UringFaults {
   // Once this many reads were submitted, the next submit fails as if the ring died (-EIO).
   uint64_t fail_submit_after_reads = UINT64_MAX;
+  // With the above: the ring dies as soon as that many reads are prepared, before they are
+  // submitted, and reports every read it holds abandoned at once (no reaping, no cancel), as
+  // when the kernel would neither finish nor cancel them. Which reads are abandoned is then
+  // deterministic: exactly the first fail_submit_after_reads jobs taken from the queue.
+  bool abandon_in_flight = false;
 };
 
 // How long a dying io_uring engine waits for the reads it submitted before it abandons them.

@@ -123,7 +123,8 @@ class UringEngine final : public ReadEngine {
       if (queue_.closed()) closing = true;
       if (closing && in_flight_ == 0) break;
       int r;
-      if (submitted_ >= faults_.fail_submit_after_reads && io_uring_sq_ready(&ring_) == 0) {
+      if (submitted_ >= faults_.fail_submit_after_reads &&
+          (faults_.abandon_in_flight || io_uring_sq_ready(&ring_) == 0)) {
         r = -EIO;  // test hook: the ring dies once the reads prepared so far are submitted
       } else {
         r = io_uring_submit_and_wait(&ring_, 1);
@@ -142,7 +143,7 @@ class UringEngine final : public ReadEngine {
   void die(const std::string& why) {
     const uint32_t held = in_flight_;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(reap_ms_);
-    while (in_flight_ > 0) {
+    while (in_flight_ > 0 && !faults_.abandon_in_flight) {
       auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       __kernel_timespec ts{left.count() / 1'000'000'000, left.count() % 1'000'000'000};
@@ -152,7 +153,7 @@ class UringEngine final : public ReadEngine {
       if (r < 0) break;  // timed out, or the ring cannot even wait
       drain_completions();
     }
-    if (in_flight_ > 0) {
+    if (in_flight_ > 0 && !faults_.abandon_in_flight) {
       // Ask the kernel to cancel what is left, synchronously (kernel 6.0+; a read already at
       // the device may refuse), then take the completions that produced.
       io_uring_sync_cancel_reg reg{};
@@ -171,7 +172,7 @@ class UringEngine final : public ReadEngine {
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - f.start).count();
       done_(j, -ECANCELED, uint64_t(ns));
     }
-    spdlog::error("iod: {}; {} reads were in flight, {} completed, {} abandoned (their slots stay out of use)", why,
+    spdlog::error("iod: {}; {} reads were in flight, {} completed, {} abandoned (their slots are quarantined)", why,
                   held, held - abandoned, abandoned);
     if (failed_) failed_(why);
   }

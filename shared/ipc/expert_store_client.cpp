@@ -130,6 +130,7 @@ nlohmann::json ExpertStoreClient::stats() {
     j["prefetch"] = {{"issued", s.getPrefetchIssued()}, {"used", s.getPrefetchUsed()},
                      {"wasted", s.getPrefetchWasted()}};
     j["connections"] = s.getConnections();
+    j["quarantined_slots"] = s.getQuarantinedSlots();
     j["layers"] = nlohmann::json::array();
     for (auto l : s.getLayers())
       j["layers"].push_back({{"layer", l.getLayer()}, {"hits", l.getHits()}, {"misses", l.getMisses()}});

@@ -357,6 +357,44 @@ TEST_CASE("iod: when the io_uring ring dies, reads in flight complete and the re
   CHECK_EQ(iod->stop(), 0);
 }
 
+TEST_CASE("iod: a read the dead ring abandoned fails once; the record is read again into another slot") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  // Test hooks: the ring dies with its first read prepared and abandons it.
+  ::setenv("WASTE_IOD_TEST_URING_FAIL_AFTER", "1", 1);
+  ::setenv("WASTE_IOD_TEST_URING_ABANDON", "1", 1);
+  std::optional<PrivateIod> iod;
+  try {
+    iod.emplace(iod_args(model, 8), tmp / "run");
+  } catch (...) {
+    ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
+    ::unsetenv("WASTE_IOD_TEST_URING_ABANDON");
+    throw;
+  }
+  ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
+  ::unsetenv("WASTE_IOD_TEST_URING_ABANDON");
+  ipc::ExpertStoreClient client(iod->socket_path(), c.container_id());
+  if (client.stats()["io_path"].get<std::string>().rfind("io_uring", 0) != 0) {
+    MESSAGE("io_uring unavailable here; skipping");
+    CHECK_EQ(iod->stop(), 0);
+    return;
+  }
+  std::vector<uint32_t> ex = {1, 2, 3};
+  auto hs = client.fetch(l0, ex);
+  CHECK_THROWS_WITH_AS(client.wait(hs[0], 10'000'000'000), doctest::Contains("read abandoned"), Error);
+  check_records(c, client, l0, {2, 3}, {hs[1], hs[2]});
+  std::vector<uint32_t> one = {1};
+  auto again = client.fetch(l0, one, hs);
+  CHECK_NE(again[0].slot, hs[0].slot);
+  check_records(c, client, l0, one, again);
+  auto s = client.stats();
+  CHECK_EQ(s["quarantined_slots"].get<uint32_t>(), 1u);
+  CHECK_EQ(s["failures"].get<uint64_t>(), 1u);
+  CHECK_EQ(iod->stop(), 0);
+}
+
 TEST_CASE("iod: usage counts are saved at SIGTERM and pre-warm the next start") {
   TempDir tmp;
   std::string model = synth_tiny(tmp);
