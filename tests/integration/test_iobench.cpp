@@ -113,6 +113,19 @@ TEST_CASE("waste iobench interleaves raw passes with replay rounds and reports e
       CHECK_EQ(p["at_depth"]["depth"].get<uint32_t>(), 2u);
       CHECK_FALSE(p["page_cache_dropped"].get<bool>());
     }
+    // Reads aimed at the reuse distance of the round before: never in pass 0; at qd, whole
+    // records, and each round's matched ratio against the passes either side that have one.
+    CHECK_FALSE(passes[0].contains("at_matched"));
+    for (const auto& p : passes)
+      if (p.contains("at_matched")) {
+        CHECK_EQ(p["at_matched"]["depth"].get<uint32_t>(), 4u);
+        CHECK_EQ(p["at_matched"]["bytes"].get<uint64_t>(), 3 * stride);
+        CHECK_GE(p["at_matched"]["target_reuse_gb"].get<double>(), 0.0);
+      }
+    for (const auto& rd : j["rounds"])
+      if (rd.contains("ratio_matched"))
+        CHECK_EQ(rd["ratio_matched"].get<double>(),
+                 doctest::Approx(rd["gb_per_s"].get<double>() / rd["raw_matched"]["mean"].get<double>()));
     // Pass 0 comes first: nothing was read before, so all its six reads are first reads.
     CHECK_EQ(passes[0]["first_reads"].get<uint64_t>(), 6u);
     CHECK_EQ(j["raw"]["before"]["bytes"], passes[0]["at_qd"]["bytes"]);

@@ -41,6 +41,24 @@ std::vector<RecordRef> RecordAges::coldest(uint64_t bytes, std::mt19937_64& rng)
   // step's burst) come out in random order, so a pass does not walk one bank sequentially.
   std::shuffle(order.begin(), order.end(), rng);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return last_[a] < last_[b]; });
+  return take(order, bytes);
+}
+
+std::vector<RecordRef> RecordAges::aged_near(uint64_t bytes_ago, uint64_t bytes, std::mt19937_64& rng) const {
+  std::vector<size_t> order(last_.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::shuffle(order.begin(), order.end(), rng);
+  // Distance of a record's reuse from the wanted one; a never-read record is farthest.
+  auto distance = [&](size_t i) -> uint64_t {
+    if (last_[i] == 0) return UINT64_MAX;
+    uint64_t ago = clock_ - (last_[i] - 1);
+    return ago > bytes_ago ? ago - bytes_ago : bytes_ago - ago;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return distance(a) < distance(b); });
+  return take(order, bytes);
+}
+
+std::vector<RecordRef> RecordAges::take(const std::vector<size_t>& order, uint64_t bytes) const {
   std::vector<RecordRef> out;
   uint64_t planned = 0;
   for (size_t i : order) {

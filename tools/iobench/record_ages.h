@@ -33,11 +33,17 @@ class RecordAges {
   // note them (note_read as they are read).
   std::vector<RecordRef> coldest(uint64_t bytes, std::mt19937_64& rng) const;
 
+  // Records to read for about `bytes` (at least one) whose last read lies closest to
+  // `bytes_ago` bytes back on the clock (ties in random order; never-read records last): a raw
+  // read with the reuse distance of the replay's reads, so a host cache helps both alike.
+  std::vector<RecordRef> aged_near(uint64_t bytes_ago, uint64_t bytes, std::mt19937_64& rng) const;
+
   uint64_t stride(uint32_t bank) const { return strides_.at(bank); }
   size_t records() const { return last_.size(); }
 
  private:
   size_t index(RecordRef r) const;
+  std::vector<RecordRef> take(const std::vector<size_t>& order, uint64_t bytes) const;
   std::vector<uint32_t> experts_;
   std::vector<uint64_t> strides_;
   std::vector<size_t> first_;    // flat index of each bank's record 0

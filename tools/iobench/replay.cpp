@@ -116,12 +116,14 @@ struct ReplayRound {
   double mean_burst() const { return steps_with_reads ? double(reads) / double(steps_with_reads) : 0; }
 };
 
-// One raw pass between rounds: the coldest records at qd, then at the replay's depth.
+// One raw pass between rounds: the coldest records at qd, then at the replay's depth, then
+// (after a round) records last read as long ago as the round's median reuse, at qd.
 struct RawPass {
   bool dropped = false;
   std::string why_not_dropped;
-  RawResult at_qd, at_depth;
-  bool has_depth = false;
+  RawResult at_qd, at_depth, at_matched;
+  bool has_depth = false, has_matched = false;
+  double matched_reuse_gb = 0;  // the reuse distance the matched read aimed at
   std::vector<double> reuse_gb;
   uint64_t first_reads = 0;
   double load1 = 0;
@@ -226,7 +228,8 @@ ReplayRound replay_round(ipc::ExpertStoreClient& client, const Container& c, con
   return r;
 }
 
-RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng, uint32_t depth) {
+RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng, uint32_t depth,
+                 std::optional<double> match_reuse_gb) {
   RawPass p;
   if (o.drop_caches) {
     p.why_not_dropped = drop_page_cache();
@@ -235,8 +238,9 @@ RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng,
     p.why_not_dropped = "--no-drop-caches";
   }
   const uint64_t bytes = uint64_t(o.raw_gb * 1e9);
-  auto read = [&](uint32_t qd) {
-    std::vector<RecordRef> recs = ages.coldest(bytes, rng);
+  auto read = [&](uint32_t qd, std::optional<double> reuse_gb = {}) {
+    std::vector<RecordRef> recs =
+        reuse_gb ? ages.aged_near(uint64_t(*reuse_gb * 1e9), bytes, rng) : ages.coldest(bytes, rng);
     RawResult res = measure_raw_records(o.model, recs, qd, o.io, o.raw_seconds);
     for (size_t k = 0; k < res.reads; ++k) note_reuse(ages.note_read(recs[k]), p.reuse_gb, p.first_reads);
     return res;
@@ -245,6 +249,13 @@ RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng,
   if (depth > 0 && depth != o.qd) {
     p.at_depth = read(depth);
     p.has_depth = true;
+  }
+  if (match_reuse_gb) {
+    // Aimed at the round's reuse measured before this pass's own reads moved the clock on.
+    p.matched_reuse_gb = *match_reuse_gb;
+    double moved = double(p.at_qd.bytes + p.at_depth.bytes) / 1e9;
+    p.at_matched = read(o.qd, *match_reuse_gb + moved);
+    p.has_matched = true;
   }
   p.load1 = load_average_1min();
   return p;
@@ -329,7 +340,7 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
   std::vector<ReplayRound> rounds_done;
   std::vector<std::string> replay_drop_why;
   const double load_before = load_average_1min();
-  if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth));
+  if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth, std::nullopt));
 
   nlohmann::json report;
   {
@@ -344,7 +355,9 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
       rounds_done.push_back(replay_round(client, c, trace, b, e, o.lookahead, held, ages, seen));
       if (depth == 0)
         depth = std::clamp<uint32_t>(uint32_t(std::lround(rounds_done[0].mean_depth())), 1u, std::max(1u, o.qd));
-      if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth));
+      std::optional<double> reuse;
+      if (!rounds_done.back().reuse_gb.empty()) reuse = median(rounds_done.back().reuse_gb);
+      if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth, reuse));
     }
     client.release(held);
     nlohmann::json after = client.stats();
@@ -395,7 +408,7 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
 
   // Per round: the replay over the mean of the raw passes either side.
   nlohmann::json jr = nlohmann::json::array();
-  std::vector<double> ratios_qd, ratios_depth;
+  std::vector<double> ratios_qd, ratios_depth, ratios_matched;
   for (size_t k = 0; k < rounds_done.size(); ++k) {
     const ReplayRound& r = rounds_done[k];
     nlohmann::json j = {{"round", k + 1},
@@ -430,6 +443,19 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
         j["ratio_depth"] = d > 0 ? r.gb_per_s() / d : 0.0;
         ratios_depth.push_back(j["ratio_depth"]);
       }
+      // The matched reads: the pass after this round aims at this round's reuse; the pass
+      // before it at the round before's (round 1 has only the one after).
+      std::optional<double> mb, ma;
+      if (pb.has_matched) mb = pb.at_matched.gb_per_s;
+      if (pa.has_matched) ma = pa.at_matched.gb_per_s;
+      if (mb || ma) {
+        double m = mean_of({mb, ma});
+        j["raw_matched"] = {{"before", mb ? nlohmann::json(*mb) : nlohmann::json()},
+                            {"after", ma ? nlohmann::json(*ma) : nlohmann::json()},
+                            {"mean", m}};
+        j["ratio_matched"] = m > 0 ? r.gb_per_s() / m : 0.0;
+        ratios_matched.push_back(j["ratio_matched"]);
+      }
     }
     jr.push_back(j);
   }
@@ -451,6 +477,10 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
                           {"first_reads", p.first_reads},
                           {"load1", p.load1}};
       if (p.has_depth) j["at_depth"] = raw_json(p.at_depth);
+      if (p.has_matched) {
+        j["at_matched"] = raw_json(p.at_matched);
+        j["at_matched"]["target_reuse_gb"] = p.matched_reuse_gb;
+      }
       jp.push_back(j);
     }
     const double n = double(passes.size());
@@ -463,10 +493,13 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
                      {"after", raw_json(passes.back().at_qd)},
                      {"depth", depth},
                      {"depth_source", o.raw_depth ? "--raw-depth" : "round 1's mean in flight"},
-                     {"record_choice", "coldest first: records the run read longest ago (never read first)"},
+                     {"record_choice", "at_qd, at_depth: coldest first (records the run read longest ago, never "
+                                       "read first); at_matched: records last read as many GB ago as the round "
+                                       "before's median reuse (what a host cache does for the replay's re-reads)"},
                      {"passes", jp}};
     report["ratio_to_raw"] = median(ratios_qd);
     report["ratio_to_raw_depth"] = median(ratios_depth);
+    report["ratio_to_raw_matched"] = median(ratios_matched);
     report["page_cache"] = {{"raw_passes_dropped", dropped}, {"raw_passes", passes.size()}};
     if (!why_not.empty()) report["page_cache"]["why_not"] = why_not;
   }
@@ -495,8 +528,8 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
               "%zu raw passes\n",
               o.io.c_str(), o.qd, depth, report["raw"]["depth_source"].get<std::string>().c_str(),
               report["page_cache"]["raw_passes_dropped"].get<size_t>(), passes.size());
-  std::printf("  %5s %6s %9s %20s %7s %20s %7s %6s %5s %5s\n", "round", "tokens", "replay", "raw qd before/after",
-              "ratio", "raw depth bef/aft", "ratio", "depth", "hits", "load");
+  std::printf("  %5s %6s %9s %20s %7s %20s %7s %8s %6s %5s %5s\n", "round", "tokens", "replay", "raw qd before/after",
+              "ratio", "raw depth bef/aft", "ratio", "matched", "depth", "hits", "load");
   for (const auto& j : jr) {
     auto fmt = [](const nlohmann::json& x) {
       char b[32];
@@ -507,14 +540,16 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
     std::string rq = fmt(j["raw_qd"]["before"]) + "/" + fmt(j["raw_qd"]["after"]);
     std::string rd = j.contains("raw_depth") ? fmt(j["raw_depth"]["before"]) + "/" + fmt(j["raw_depth"]["after"]) : "-";
     std::string ratio_d = j.contains("ratio_depth") ? fmt(j["ratio_depth"]) : "-";
-    std::printf("  %5zu %6zu %9.3f %20s %7.3f %20s %7s %6.2f %4.0f%% %5.2f\n", j["round"].get<size_t>(),
+    std::string ratio_m = j.contains("ratio_matched") ? fmt(j["ratio_matched"]) : "-";
+    std::printf("  %5zu %6zu %9.3f %20s %7.3f %20s %7s %8s %6.2f %4.0f%% %5.2f\n", j["round"].get<size_t>(),
                 j["tokens"].get<size_t>(), j["gb_per_s"].get<double>(), rq.c_str(), j["ratio_qd"].get<double>(),
-                rd.c_str(), ratio_d.c_str(), j["inflight_mean"].get<double>(), 100 * j["hit_rate"].get<double>(),
-                j["load1"].get<double>());
+                rd.c_str(), ratio_d.c_str(), ratio_m.c_str(), j["inflight_mean"].get<double>(),
+                100 * j["hit_rate"].get<double>(), j["load1"].get<double>());
   }
-  std::printf("  median iod / raw: %.1f%% at qd %u, %.1f%% at depth %u (raw passes: mean %.3f GB/s at qd)\n",
+  std::printf("  median iod / raw: %.1f%% at qd %u, %.1f%% at depth %u, %.1f%% against reads of the replay's reuse "
+              "distance (raw passes: mean %.3f GB/s at qd)\n",
               100 * report["ratio_to_raw"].get<double>(), o.qd, 100 * report["ratio_to_raw_depth"].get<double>(), depth,
-              report["raw"]["gb_per_s"].get<double>());
+              100 * report["ratio_to_raw_matched"].get<double>(), report["raw"]["gb_per_s"].get<double>());
 }
 
 }  // namespace waste::iobench

@@ -60,6 +60,22 @@ TEST_CASE("coldest spreads ties over banks at random") {
   CHECK_EQ(banks.size(), 4u);  // 32 uniform picks from 4 banks all land in one with p ~ 4 * 4^-32
 }
 
+TEST_CASE("aged_near takes the records last read closest to the given bytes ago") {
+  RecordAges a({2, 2}, {10, 10});
+  std::mt19937_64 rng(3);
+  // Clock after each read: {0,0} 10, {0,1} 20, {1,0} 30; {1,1} never read. At 30: {0,0} was
+  // read 20 bytes ago, {0,1} 10, {1,0} 0.
+  for (RecordRef r : {RecordRef{0, 0}, RecordRef{0, 1}, RecordRef{1, 0}}) a.note_read(r);
+  auto near11 = a.aged_near(11, 20, rng);
+  REQUIRE_EQ(near11.size(), 2u);
+  CHECK_EQ(near11[0], RecordRef{0, 1});  // 1 away
+  CHECK_EQ(near11[1], RecordRef{0, 0});  // 9 away; {1,0} is 11 away
+  auto near0 = a.aged_near(0, 40, rng);
+  REQUIRE_EQ(near0.size(), 4u);
+  CHECK_EQ(near0[0], RecordRef{1, 0});
+  CHECK_EQ(near0[3], RecordRef{1, 1});  // never read: last
+}
+
 TEST_CASE("median") {
   CHECK_EQ(median({}), 0.0);
   CHECK_EQ(median({3.0}), 3.0);
