@@ -44,18 +44,53 @@ std::vector<RecordRef> RecordAges::coldest(uint64_t bytes, std::mt19937_64& rng)
   return take(order, bytes);
 }
 
-std::vector<RecordRef> RecordAges::aged_near(uint64_t bytes_ago, uint64_t bytes, std::mt19937_64& rng) const {
+std::vector<RecordRef> RecordAges::like_reuse(const std::vector<int64_t>& reuses, uint64_t bytes,
+                                              std::mt19937_64& rng) const {
+  if (reuses.empty()) return coldest(bytes, rng);
+  // Records by how long ago they were read, longest first (never-read first of all, ties at
+  // random); a draw binary-searches its distance and takes the nearest unused one either side.
   std::vector<size_t> order(last_.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::shuffle(order.begin(), order.end(), rng);
-  // Distance of a record's reuse from the wanted one; a never-read record is farthest.
-  auto distance = [&](size_t i) -> uint64_t {
-    if (last_[i] == 0) return UINT64_MAX;
-    uint64_t ago = clock_ - (last_[i] - 1);
-    return ago > bytes_ago ? ago - bytes_ago : bytes_ago - ago;
-  };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return distance(a) < distance(b); });
-  return take(order, bytes);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return last_[a] < last_[b]; });
+  auto ago = [&](size_t i) { return last_[i] == 0 ? UINT64_MAX : clock_ - (last_[i] - 1); };
+  std::vector<bool> used(order.size(), false);  // by position in `order`
+  std::vector<size_t> picked;
+  uint64_t planned = 0;
+  std::uniform_int_distribution<size_t> draw(0, reuses.size() - 1);
+  while (picked.size() < order.size() && (picked.empty() || planned < bytes)) {
+    int64_t want = reuses[draw(rng)];
+    // First position whose age is <= want (ages fall along `order`); never read: position 0.
+    size_t pos = 0;
+    if (want >= 0) {
+      size_t lo = 0, hi = order.size();
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ago(order[mid]) > uint64_t(want)) lo = mid + 1; else hi = mid;
+      }
+      pos = lo;
+    }
+    // The nearest unused position on either side (by age distance).
+    size_t best = SIZE_MAX;
+    uint64_t best_d = UINT64_MAX;
+    for (size_t k = pos; k < order.size(); ++k)
+      if (!used[k]) {
+        best = k;
+        best_d = want < 0 ? 0 : uint64_t(want) - std::min<uint64_t>(uint64_t(want), ago(order[k]));
+        break;
+      }
+    for (size_t k = pos; k-- > 0;)
+      if (!used[k]) {
+        uint64_t d = want < 0 ? UINT64_MAX : (ago(order[k]) == UINT64_MAX ? UINT64_MAX - 1 : ago(order[k]) - uint64_t(want));
+        if (best == SIZE_MAX || d < best_d) best = k;
+        break;
+      }
+    used[best] = true;
+    picked.push_back(order[best]);
+    uint32_t b = uint32_t(std::upper_bound(first_.begin(), first_.end(), order[best]) - first_.begin() - 1);
+    planned += strides_[b];
+  }
+  return take(picked, UINT64_MAX);
 }
 
 std::vector<RecordRef> RecordAges::take(const std::vector<size_t>& order, uint64_t bytes) const {

@@ -33,10 +33,12 @@ class RecordAges {
   // note them (note_read as they are read).
   std::vector<RecordRef> coldest(uint64_t bytes, std::mt19937_64& rng) const;
 
-  // Records to read for about `bytes` (at least one) whose last read lies closest to
-  // `bytes_ago` bytes back on the clock (ties in random order; never-read records last): a raw
-  // read with the reuse distance of the replay's reads, so a host cache helps both alike.
-  std::vector<RecordRef> aged_near(uint64_t bytes_ago, uint64_t bytes, std::mt19937_64& rng) const;
+  // Records to read for about `bytes` (at least one) with the reuse distances of `reuses`
+  // (bytes since the last read; -1 = never read), drawn from it at random: per draw, the unused
+  // record whose last read lies closest to the drawn distance back (a never-read draw takes the
+  // coldest unused record). A raw read with the replay's reuse pattern, so a host cache helps
+  // both alike.
+  std::vector<RecordRef> like_reuse(const std::vector<int64_t>& reuses, uint64_t bytes, std::mt19937_64& rng) const;
 
   uint64_t stride(uint32_t bank) const { return strides_.at(bank); }
   size_t records() const { return last_.size(); }

@@ -117,13 +117,13 @@ struct ReplayRound {
 };
 
 // One raw pass between rounds: the coldest records at qd, then at the replay's depth, then
-// (after a round) records last read as long ago as the round's median reuse, at qd.
+// (after a round) records drawn with the round's reuse distances (record_ages.h), at qd.
 struct RawPass {
   bool dropped = false;
   std::string why_not_dropped;
   RawResult at_qd, at_depth, at_matched;
   bool has_depth = false, has_matched = false;
-  double matched_reuse_gb = 0;  // the reuse distance the matched read aimed at
+  double matched_reuse_gb = 0;  // the median reuse distance of the round it copies
   std::vector<double> reuse_gb;
   uint64_t first_reads = 0;
   double load1 = 0;
@@ -228,8 +228,10 @@ ReplayRound replay_round(ipc::ExpertStoreClient& client, const Container& c, con
   return r;
 }
 
+// match: the previous round's reads as reuse distances in bytes (-1: first read); none: no
+// matched read.
 RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng, uint32_t depth,
-                 std::optional<double> match_reuse_gb) {
+                 const std::vector<int64_t>* match) {
   RawPass p;
   if (o.drop_caches) {
     p.why_not_dropped = drop_page_cache();
@@ -238,9 +240,8 @@ RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng,
     p.why_not_dropped = "--no-drop-caches";
   }
   const uint64_t bytes = uint64_t(o.raw_gb * 1e9);
-  auto read = [&](uint32_t qd, std::optional<double> reuse_gb = {}) {
-    std::vector<RecordRef> recs =
-        reuse_gb ? ages.aged_near(uint64_t(*reuse_gb * 1e9), bytes, rng) : ages.coldest(bytes, rng);
+  auto read = [&](uint32_t qd, const std::vector<int64_t>* reuses = nullptr) {
+    std::vector<RecordRef> recs = reuses ? ages.like_reuse(*reuses, bytes, rng) : ages.coldest(bytes, rng);
     RawResult res = measure_raw_records(o.model, recs, qd, o.io, o.raw_seconds);
     for (size_t k = 0; k < res.reads; ++k) note_reuse(ages.note_read(recs[k]), p.reuse_gb, p.first_reads);
     return res;
@@ -250,11 +251,15 @@ RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng,
     p.at_depth = read(depth);
     p.has_depth = true;
   }
-  if (match_reuse_gb) {
-    // Aimed at the round's reuse measured before this pass's own reads moved the clock on.
-    p.matched_reuse_gb = *match_reuse_gb;
-    double moved = double(p.at_qd.bytes + p.at_depth.bytes) / 1e9;
-    p.at_matched = read(o.qd, *match_reuse_gb + moved);
+  if (match && !match->empty()) {
+    // The round's distances, moved on by this pass's own reads since (they advanced the clock).
+    const int64_t moved = int64_t(p.at_qd.bytes + p.at_depth.bytes);
+    std::vector<int64_t> shifted = *match;
+    std::vector<double> gb;
+    for (int64_t& d : shifted)
+      if (d >= 0) gb.push_back(double(d) / 1e9), d += moved;
+    p.matched_reuse_gb = median(gb);
+    p.at_matched = read(o.qd, &shifted);
     p.has_matched = true;
   }
   p.load1 = load_average_1min();
@@ -340,7 +345,7 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
   std::vector<ReplayRound> rounds_done;
   std::vector<std::string> replay_drop_why;
   const double load_before = load_average_1min();
-  if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth, std::nullopt));
+  if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth, nullptr));
 
   nlohmann::json report;
   {
@@ -355,9 +360,9 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
       rounds_done.push_back(replay_round(client, c, trace, b, e, o.lookahead, held, ages, seen));
       if (depth == 0)
         depth = std::clamp<uint32_t>(uint32_t(std::lround(rounds_done[0].mean_depth())), 1u, std::max(1u, o.qd));
-      std::optional<double> reuse;
-      if (!rounds_done.back().reuse_gb.empty()) reuse = median(rounds_done.back().reuse_gb);
-      if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth, reuse));
+      std::vector<int64_t> reuses(rounds_done.back().first_reads, -1);
+      for (double g : rounds_done.back().reuse_gb) reuses.push_back(int64_t(g * 1e9));
+      if (o.raw) passes.push_back(raw_pass(o, ages, rng, depth, &reuses));
     }
     client.release(held);
     nlohmann::json after = client.stats();
@@ -494,8 +499,8 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
                      {"depth", depth},
                      {"depth_source", o.raw_depth ? "--raw-depth" : "round 1's mean in flight"},
                      {"record_choice", "at_qd, at_depth: coldest first (records the run read longest ago, never "
-                                       "read first); at_matched: records last read as many GB ago as the round "
-                                       "before's median reuse (what a host cache does for the replay's re-reads)"},
+                                       "read first); at_matched: records drawn with the reuse distances of the "
+                                       "round before's reads (what a host cache does for the replay's re-reads)"},
                      {"passes", jp}};
     report["ratio_to_raw"] = median(ratios_qd);
     report["ratio_to_raw_depth"] = median(ratios_depth);

@@ -60,20 +60,30 @@ TEST_CASE("coldest spreads ties over banks at random") {
   CHECK_EQ(banks.size(), 4u);  // 32 uniform picks from 4 banks all land in one with p ~ 4 * 4^-32
 }
 
-TEST_CASE("aged_near takes the records last read closest to the given bytes ago") {
+TEST_CASE("like_reuse draws records with the given reuse distances, each once") {
   RecordAges a({2, 2}, {10, 10});
   std::mt19937_64 rng(3);
   // Clock after each read: {0,0} 10, {0,1} 20, {1,0} 30; {1,1} never read. At 30: {0,0} was
   // read 20 bytes ago, {0,1} 10, {1,0} 0.
   for (RecordRef r : {RecordRef{0, 0}, RecordRef{0, 1}, RecordRef{1, 0}}) a.note_read(r);
-  auto near11 = a.aged_near(11, 20, rng);
+  // One distance, 11: nearest {0,1} (1 away), then {0,0} (9 away) before {1,0} (11 away).
+  auto near11 = a.like_reuse({11}, 20, rng);
   REQUIRE_EQ(near11.size(), 2u);
-  CHECK_EQ(near11[0], RecordRef{0, 1});  // 1 away
-  CHECK_EQ(near11[1], RecordRef{0, 0});  // 9 away; {1,0} is 11 away
-  auto near0 = a.aged_near(0, 40, rng);
-  REQUIRE_EQ(near0.size(), 4u);
-  CHECK_EQ(near0[0], RecordRef{1, 0});
-  CHECK_EQ(near0[3], RecordRef{1, 1});  // never read: last
+  CHECK_EQ(near11[0], RecordRef{0, 1});
+  CHECK_EQ(near11[1], RecordRef{0, 0});
+  // Never read (-1): the coldest first.
+  auto never = a.like_reuse({-1}, 20, rng);
+  REQUIRE_EQ(never.size(), 2u);
+  CHECK_EQ(never[0], RecordRef{1, 1});
+  CHECK_EQ(never[1], RecordRef{0, 0});
+  // Distance 0 over more bytes than the container: every record once, the newest first.
+  auto all = a.like_reuse({0}, 1000, rng);
+  REQUIRE_EQ(all.size(), 4u);
+  CHECK_EQ(all[0], RecordRef{1, 0});
+  CHECK_EQ(all[1], RecordRef{0, 1});
+  CHECK_EQ(all[3], RecordRef{1, 1});
+  // No distances: the coldest records.
+  CHECK_EQ(a.like_reuse({}, 5, rng)[0], RecordRef{1, 1});
 }
 
 TEST_CASE("median") {
