@@ -1,7 +1,9 @@
 // Routed experts from a running iod (DESIGN.md 2, 6): per MoE layer one `fetch` of all the
 // layer's experts (the previous layer's pins released on the same call), then each expert is
 // handed to the model as soon as its slot turns READY, in completion order, as a view straight
-// into the read-only shared segment (no copy). Lookahead hints go out as `prefetch`.
+// into the read-only shared segment (no copy). Lookahead hints go out as `prefetch`, without
+// waiting for the reply (ExpertStoreClient::prefetch_async: at most kDefaultHintCapacity
+// unanswered, the rest dropped and counted in hint_stats()).
 //
 // A layer needing more experts than the cache has slots (a big prefill chunk on a small
 // budget) is fetched in groups of at most `max_group` experts, each group released before the
@@ -43,6 +45,7 @@ class IodExperts : public ExpertSource {
   ExpertSourceStats stats() const override;
   ipc::ExpertStoreClient& client() { return *client_; }
   uint32_t slot_count() const { return client_->info().layout.slot_count; }
+  const ipc::HintStats& hint_stats() const { return client_->hint_stats(); }
   // Sends pending releases now (otherwise they ride on the next fetch).
   void flush_releases();
 

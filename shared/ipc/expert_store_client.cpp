@@ -5,6 +5,7 @@
 #include <capnp/ez-rpc.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -15,12 +16,42 @@
 namespace waste::ipc {
 
 struct ExpertStoreClient::Impl {
+  // An unanswered hint. The promise is kept, not dropped: dropping a capnp RemotePromise
+  // cancels the call. `done` is set by the promise's own continuation; the promise is
+  // destroyed later, by reap_hints (never from inside its continuation).
+  struct Hint {
+    kj::Maybe<kj::Promise<void>> promise;
+    bool done = false;
+  };
   std::string socket_path;
   capnp::EzRpcClient rpc;
   proto::ExpertStore::Client store;
   ShmSegment segment;
-  explicit Impl(const std::string& path)
-      : socket_path(path), rpc("unix:" + path), store(rpc.getMain<proto::ExpertStore>()) {}
+  HintStats hint_stats;
+  // Sized once at construction (hint_capacity); declared after rpc and store so that pending
+  // hints are destroyed (cancelled) while the connection still exists.
+  std::vector<Hint> hints;
+  Impl(const std::string& path, uint32_t hint_capacity)
+      : socket_path(path),
+        rpc("unix:" + path),
+        store(rpc.getMain<proto::ExpertStore>()),
+        hints(std::max<uint32_t>(1, hint_capacity)) {}  // never resized: a Hint does not move
+  // Runs as a hint's continuation (inside the event loop).
+  void hint_answered(size_t i, const kj::Exception* error) {
+    hints[i].done = true;
+    --hint_stats.outstanding;
+    if (error) {
+      ++hint_stats.failed;
+      hint_stats.last_error = error->getDescription().cStr();
+    }
+  }
+  void reap_hints() {
+    for (Hint& h : hints)
+      if (h.done) {
+        h.promise = nullptr;
+        h.done = false;
+      }
+  }
 };
 
 namespace {
@@ -41,9 +72,9 @@ void fill_handles(Builder list, std::span<const SlotHandle> hs) {
 
 }  // namespace
 
-ExpertStoreClient::ExpertStoreClient(const std::string& socket_path, uint64_t container_id) {
+ExpertStoreClient::ExpertStoreClient(const std::string& socket_path, uint64_t container_id, uint32_t hint_capacity) {
   call(socket_path, "connect", [&] {
-    impl_ = std::make_unique<Impl>(socket_path);
+    impl_ = std::make_unique<Impl>(socket_path, hint_capacity);
     auto req = impl_->store.attachRequest();
     req.setContainerId(container_id);
     auto resp = req.send().wait(impl_->rpc.getWaitScope());
@@ -97,6 +128,54 @@ uint32_t ExpertStoreClient::prefetch(uint32_t layer, std::span<const uint32_t> e
     return req.send().wait(impl_->rpc.getWaitScope()).getIssued();
   });
 }
+
+bool ExpertStoreClient::prefetch_async(uint32_t layer, std::span<const uint32_t> experts) noexcept {
+  Impl& im = *impl_;
+  im.reap_hints();
+  if (im.hint_stats.outstanding >= im.hints.size()) {
+    ++im.hint_stats.dropped;
+    return false;
+  }
+  size_t i = 0;
+  while (im.hints[i].promise != nullptr) ++i;  // a free entry exists: outstanding < size
+  try {
+    auto req = im.store.prefetchRequest();
+    req.setLayer(layer);
+    auto ex = req.initExperts(uint32_t(experts.size()));
+    for (size_t k = 0; k < experts.size(); ++k) ex.set(uint32_t(k), experts[k]);
+    Impl* self = &im;
+    kj::Promise<void> p =
+        req.send()
+            .then([self, i](capnp::Response<proto::ExpertStore::PrefetchResults>&&) { self->hint_answered(i, nullptr); },
+                  [self, i](kj::Exception&& e) { self->hint_answered(i, &e); })
+            .eagerlyEvaluate(nullptr);
+    im.hints[i].promise = kj::mv(p);
+    ++im.hint_stats.outstanding;
+    ++im.hint_stats.sent;
+  } catch (const kj::Exception& e) {
+    ++im.hint_stats.failed;
+    im.hint_stats.last_error = e.getDescription().cStr();
+    return true;
+  } catch (const std::exception& e) {
+    ++im.hint_stats.failed;
+    im.hint_stats.last_error = e.what();
+    return true;
+  }
+  try {
+    // Cap'n Proto writes the call when the event loop turns: turn it now (without blocking),
+    // or the hint would only leave with the next fetch. Earlier hints' replies are taken too.
+    im.rpc.getWaitScope().poll();
+  } catch (const kj::Exception& e) {
+    ++im.hint_stats.failed;
+    im.hint_stats.last_error = e.getDescription().cStr();
+  } catch (const std::exception& e) {
+    ++im.hint_stats.failed;
+    im.hint_stats.last_error = e.what();
+  }
+  return true;
+}
+
+const HintStats& ExpertStoreClient::hint_stats() const { return impl_->hint_stats; }
 
 void ExpertStoreClient::release(std::span<const SlotHandle> handles) {
   call(impl_->socket_path, "release", [&] {

@@ -20,6 +20,18 @@ struct SlotHandle {
   bool operator==(const SlotHandle&) const = default;
 };
 
+// Counters of the fire-and-forget prefetch hints (prefetch_async).
+struct HintStats {
+  uint64_t sent = 0;         // hints sent
+  uint64_t dropped = 0;      // not sent: hint_capacity hints were still unanswered
+  uint64_t failed = 0;       // answered with an error (swallowed: a hint never fails its caller)
+  uint32_t outstanding = 0;  // sent, not answered yet
+  std::string last_error;    // of the last failed hint
+};
+
+// Unanswered hints a client keeps at most (prefetch_async drops the rest).
+constexpr uint32_t kDefaultHintCapacity = 16;
+
 struct AttachInfo {
   std::string segment_name;
   SegmentLayout layout;
@@ -30,7 +42,10 @@ class ExpertStoreClient {
  public:
   // Connects to `socket_path` (an iod.sock) and attaches; container_id 0 skips the identity
   // check. Throws Error when the daemon is not there or serves another container.
-  explicit ExpertStoreClient(const std::string& socket_path, uint64_t container_id = 0);
+  // hint_capacity bounds the unanswered prefetch_async hints (the container of their
+  // promises is sized to it here).
+  explicit ExpertStoreClient(const std::string& socket_path, uint64_t container_id = 0,
+                             uint32_t hint_capacity = kDefaultHintCapacity);
   ~ExpertStoreClient();
   ExpertStoreClient(const ExpertStoreClient&) = delete;
   ExpertStoreClient& operator=(const ExpertStoreClient&) = delete;
@@ -41,8 +56,16 @@ class ExpertStoreClient {
   // the daemon); `releases` are unpinned first (piggy-backed on the same call).
   std::vector<SlotHandle> fetch(uint32_t layer, std::span<const uint32_t> experts,
                                 std::span<const SlotHandle> releases = {});
-  // A hint (best first); returns how many reads it started.
+  // A hint (best first); waits for the reply and returns how many reads it started.
   uint32_t prefetch(uint32_t layer, std::span<const uint32_t> experts);
+  // The same hint, fire-and-forget: sends it and returns without waiting for the reply (the
+  // call goes out on the wire before this returns, so it reaches iod ahead of any later fetch
+  // on this connection). Replies are reaped whenever this client's event loop runs (any call
+  // of this client, or the next prefetch_async). Returns false, sending nothing, when
+  // hint_capacity hints are unanswered (counted as dropped). Never throws: a hint that fails
+  // (iod gone, bad layer) is counted in hint_stats(); the next real call reports a dead iod.
+  bool prefetch_async(uint32_t layer, std::span<const uint32_t> experts) noexcept;
+  const HintStats& hint_stats() const;
   void release(std::span<const SlotHandle> handles);
   nlohmann::json stats();
   void trace_start(const std::string& path);

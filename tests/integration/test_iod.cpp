@@ -395,6 +395,33 @@ TEST_CASE("iod: a read the dead ring abandoned fails once; the record is read ag
   CHECK_EQ(iod->stop(), 0);
 }
 
+TEST_CASE("iod: fire-and-forget hints reach iod before the next fetch; a failing hint is counted, not thrown") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  PrivateIod iod(iod_args(model, 16), tmp / "run");
+  ipc::ExpertStoreClient client(iod.socket_path(), c.container_id(), 4);
+  CHECK(client.prefetch_async(l0, std::vector<uint32_t>{5, 6}));
+  CHECK_NOTHROW(client.prefetch_async(9999, std::vector<uint32_t>{0}));  // not a MoE layer
+  // The hints went out before this fetch on the same connection: iod has taken them (5 joins
+  // or hits the prefetch), and their replies came back before the fetch's.
+  std::vector<uint32_t> ex = {5};
+  auto hs = client.fetch(l0, ex);
+  check_records(c, client, l0, ex, hs);
+  const ipc::HintStats& h = client.hint_stats();
+  CHECK_EQ(h.sent, 2u);
+  CHECK_EQ(h.outstanding, 0u);
+  CHECK_EQ(h.failed, 1u);
+  CHECK_EQ(h.dropped, 0u);
+  CHECK(h.last_error.find("not a MoE layer") != std::string::npos);
+  auto s = client.stats();
+  CHECK_EQ(s["prefetch"]["issued"].get<uint64_t>(), 2u);
+  CHECK_EQ(s["hits"].get<uint64_t>(), 1u);
+  CHECK_EQ(s["misses"].get<uint64_t>(), 0u);
+  CHECK_EQ(iod.stop(), 0);
+}
+
 TEST_CASE("iod: usage counts are saved at SIGTERM and pre-warm the next start") {
   TempDir tmp;
   std::string model = synth_tiny(tmp);
