@@ -56,6 +56,7 @@ struct Stats {
   connections @20 :UInt32;
   layers @21 :List(LayerStats);
   quarantinedSlots @22 :UInt32; # slots of reads a dead io_uring abandoned: never used again until restart
+  cpuSeconds @23 :Float64;  # iod's process CPU time so far, user + system (getrusage RUSAGE_SELF)
 }
 
 interface ExpertStore {

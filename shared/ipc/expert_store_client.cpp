@@ -210,6 +210,7 @@ nlohmann::json ExpertStoreClient::stats() {
                      {"wasted", s.getPrefetchWasted()}};
     j["connections"] = s.getConnections();
     j["quarantined_slots"] = s.getQuarantinedSlots();
+    j["cpu_seconds"] = s.getCpuSeconds();
     j["layers"] = nlohmann::json::array();
     for (auto l : s.getLayers())
       j["layers"].push_back({{"layer", l.getLayer()}, {"hits", l.getHits()}, {"misses", l.getMisses()}});

@@ -392,6 +392,7 @@ TEST_CASE("iod: a read the dead ring abandoned fails once; the record is read ag
   auto s = client.stats();
   CHECK_EQ(s["quarantined_slots"].get<uint32_t>(), 1u);
   CHECK_EQ(s["failures"].get<uint64_t>(), 1u);
+  CHECK_GT(s["cpu_seconds"].get<double>(), 0.0);
   CHECK_EQ(iod->stop(), 0);
 }
 

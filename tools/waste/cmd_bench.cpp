@@ -24,6 +24,12 @@ struct BenchOptions {
   bool json = false;
 };
 
+// iod's process CPU seconds so far (its stats RPC), or a negative value when not through iod.
+double iod_cpu_seconds(Engine& e) {
+  auto* iod = dynamic_cast<IodExperts*>(&e.experts());
+  return iod ? iod->client().stats().value("cpu_seconds", 0.0) : -1.0;
+}
+
 void run_bench(const BenchOptions& o) {
   require(o.tokens >= 1 && o.warmup >= 0 && o.prefill >= 0, "bench: -n must be >= 1, --warmup and --prefill >= 0");
   EngineHandle h(o.engine);
@@ -55,12 +61,14 @@ void run_bench(const BenchOptions& o) {
   const Model::LookaheadStats la_before = e.model().lookahead_stats();
   e.model().set_profile(&phases);
   const ExpertSourceStats before = e.experts().stats();
+  const double iod_cpu0 = iod_cpu_seconds(e);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = o.prefill + o.warmup; i < o.prefill + o.warmup + o.tokens; ++i)
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.model().set_profile(nullptr);
   const ExpertSourceStats after = e.experts().stats();
+  const double iod_cpu = iod_cpu0 < 0 ? -1.0 : iod_cpu_seconds(e) - iod_cpu0;  // over the timed decode
   const uint64_t hits = after.hits - before.hits, misses = after.misses - before.misses,
                  bytes = after.bytes_read - before.bytes_read;
   const uint64_t pf_issued = after.prefetch_issued - before.prefetch_issued,
@@ -82,6 +90,7 @@ void run_bench(const BenchOptions& o) {
     j["expert_hits"] = hits;
     j["expert_misses"] = misses;
     j["bytes_read"] = bytes;
+    if (iod_cpu >= 0) j["iod_cpu_seconds"] = iod_cpu;
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
     j["prefetch"] = {{"issued", pf_issued}, {"used", pf_used}, {"wasted", pf_wasted}};
     j["lookahead"] = {{"per_token", e.model().lookahead()}, {"recall", la.recall()}, {"precision", la.precision()},
@@ -116,6 +125,9 @@ void run_bench(const BenchOptions& o) {
   std::printf("  expert hits %llu, misses %llu, %.3f GB read; prefetch issued %llu, used %llu, wasted %llu\n",
               (unsigned long long)hits, (unsigned long long)misses, double(bytes) / 1e9, (unsigned long long)pf_issued,
               (unsigned long long)pf_used, (unsigned long long)pf_wasted);
+  if (iod_cpu >= 0 && bytes > 0)
+    std::printf("  iod CPU %.3f s/GB (%.3f s over %.3f GB read)\n", iod_cpu / (double(bytes) / 1e9), iod_cpu,
+                double(bytes) / 1e9);
   if (e.model().lookahead() > 0)
     std::printf("  lookahead %d per token: recall %.1f%% of the routed experts, precision %.1f%% of the guesses\n",
                 e.model().lookahead(), 100 * la.recall(), 100 * la.precision());
