@@ -268,7 +268,8 @@ RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng,
 
 nlohmann::json raw_json(const RawResult& r) {
   return nlohmann::json{{"gb_per_s", r.gb_per_s}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us}, {"reads", r.reads},
-                        {"bytes", r.bytes},       {"seconds", r.seconds}, {"depth", r.depth}};
+                        {"bytes", r.bytes},       {"seconds", r.seconds}, {"depth", r.depth},
+                        {"read_fixed", r.fixed_buffers}};
 }
 
 // The mean of the present values (none: 0).

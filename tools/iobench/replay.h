@@ -43,6 +43,7 @@ struct RawResult {
   double gb_per_s = 0, p50_us = 0, p99_us = 0, seconds = 0;
   uint64_t reads = 0, bytes = 0;
   uint32_t depth = 0;  // reads kept in flight
+  bool fixed_buffers = false;  // io_uring with registered buffers (READ_FIXED, as iod reads)
 };
 // Direct reads of random records (stride = each bank's record stride) over the banks, qd in
 // flight, until `bytes` are read; io "uring" or "pread".
