@@ -23,6 +23,15 @@ void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int6
 
 namespace {
 
+// Per-thread buffers of the routed-expert step, kept between calls (see moe_forward).
+struct MoeScratch {
+  std::vector<float> contrib, acc, in, out, wts;
+  std::vector<int64_t> rows;
+  std::unique_ptr<RvqExpertBatch> rvq;
+  bool situ = false;  // the activation rvq was made for
+  float beta = 0, beta_linear = 0;
+};
+
 // Ends the layer's expert batch on every exit path (releases whatever is still held).
 struct LayerBatchGuard {
   ExpertSource& src;
@@ -77,9 +86,17 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
   // Experts arrive in any order (completion order through iod). Each writes its weighted
   // outputs into its own rows of `contrib`; the sum below runs in ascending expert order, so
   // the result never depends on arrival order, cache state or prefetching.
-  std::vector<float> contrib(total_rows * size_t(Z)), in, out, wts;
-  std::vector<int64_t> rows;
-  std::unique_ptr<RvqExpertBatch> rvq;
+  // Buffers are reused call after call (per thread: moe_forward may run on several threads):
+  // allocating them per layer made the allocator return and re-fault hundreds of KiB per row
+  // (contrib and the RVQ lookup tables), which at 8 rows cost more than the experts.
+  thread_local MoeScratch ws;
+  ws.contrib.resize(total_rows * size_t(Z));  // every row is overwritten by its expert below
+  std::vector<float>& contrib = ws.contrib;
+  std::vector<float>& in = ws.in;
+  std::vector<float>& out = ws.out;
+  std::vector<float>& wts = ws.wts;
+  std::vector<int64_t>& rows = ws.rows;
+  bool rvq_ready = false;
   {
     LayerBatchGuard guard{experts};
     experts.fetch_layer(layer, ids);
@@ -99,10 +116,18 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
       if (v.format == TensorFormat::VQ3R) {
         // Compressed experts go through the RVQ lookup-table kernels; each token's tables are
         // built once per layer and shared by all experts it chose.
-        if (!rvq) {
-          rvq = std::make_unique<RvqExpertBatch>(c.activation == Activation::SiTU, c.situ_beta, c.situ_linear_beta);
-          rvq->set_inputs(z, n, Z);
+        if (!rvq_ready) {
+          const bool situ = c.activation == Activation::SiTU;
+          if (!ws.rvq || ws.situ != situ || ws.beta != c.situ_beta || ws.beta_linear != c.situ_linear_beta) {
+            ws.rvq = std::make_unique<RvqExpertBatch>(situ, c.situ_beta, c.situ_linear_beta);
+            ws.situ = situ;
+            ws.beta = c.situ_beta;
+            ws.beta_linear = c.situ_linear_beta;
+          }
+          ws.rvq->set_inputs(z, n, Z);
+          rvq_ready = true;
         }
+        RvqExpertBatch* rvq = ws.rvq.get();
         rows.resize(size_t(m));
         wts.resize(size_t(m));
         for (int64_t r = 0; r < m; ++r) {
@@ -124,7 +149,8 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     }
   }
 
-  std::vector<float> acc(size_t(n) * Z, 0.0f);
+  std::vector<float>& acc = ws.acc;
+  acc.assign(size_t(n) * Z, 0.0f);
   for (size_t i = 0; i < ids.size(); ++i) {
     const auto& u = *user_list[i];
     for (size_t r = 0; r < u.size(); ++r) {

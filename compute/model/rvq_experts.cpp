@@ -35,7 +35,13 @@ void RvqExpertBatch::set_inputs(const float* z, int64_t n, int hidden) {
   impl_->n = n;
   impl_->hidden = hidden;
   impl_->books = nullptr;
-  impl_->tables.assign(size_t(n), ExpertTables{});
+  // Tables of earlier calls are kept and rebuilt in place: freeing and reallocating them per
+  // layer (hundreds of KiB per row) made the allocator return and re-fault the memory (with
+  // transparent huge pages, 2 MiB cleared per fault), which cost more than the experts
+  // themselves at 8 rows. Beyond kKeptRows (a prefill) the surplus is freed again.
+  constexpr size_t kKeptRows = 16;
+  if (impl_->tables.size() < size_t(n)) impl_->tables.resize(size_t(n));
+  else if (impl_->tables.size() > std::max(size_t(n), kKeptRows)) impl_->tables.resize(std::max(size_t(n), kKeptRows));
   impl_->built.assign(size_t(n), false);
 }
 
