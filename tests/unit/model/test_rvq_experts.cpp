@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
+#include <thread>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -136,6 +138,22 @@ TEST_CASE("VQ3R experts through the RVQ kernels match the same codes decoded to 
   // The int8 lookup tables of the scalar and AVX-512 paths cost up to a few percent per expert
   // (shared/rvq tests allow 5%); a wiring mistake (wrong matrix, activation or weight) is O(1).
   CHECK(rel < 0.05);
+
+  // moe_forward keeps its buffers and RVQ tables per thread between calls: a call after
+  // others of more rows (beyond the 16 whose tables are kept) and of other inputs gives
+  // exactly what the same call gives on a fresh thread (fresh buffers).
+  {
+    const int64_t big = 20;
+    std::vector<float> xb(size_t(big * D)), yb_big(size_t(big * D)), fresh(size_t(3 * D)), reused(size_t(3 * D));
+    for (int64_t t = 0; t < big; ++t) weights.embedding_row(3 + 5 * t, &xb[size_t(t * D)]);
+    std::thread([&] { moe_forward(c, L, w, vq, xb.data() + 2 * D, 3, fresh.data()); }).join();
+    std::thread([&] {
+      moe_forward(c, L, w, vq, xb.data(), big, yb_big.data());
+      moe_forward(c, L, w, vq, x.data(), n, ya.data());
+      moe_forward(c, L, w, vq, xb.data() + 2 * D, 3, reused.data());
+    }).join();
+    CHECK(std::memcmp(fresh.data(), reused.data(), fresh.size() * sizeof(float)) == 0);
+  }
 
   // The whole model through the VQ3R path: prefill rows equal token-by-token decode. KDA's
   // recurrence in prefill (kda_chunk 1): the chunked form's rounding differences can flip a
