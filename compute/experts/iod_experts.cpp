@@ -192,6 +192,10 @@ int IodExperts::next_ready(ExpertView& view) {
 
 void IodExperts::end_layer() {
   to_release_.insert(to_release_.end(), handles_.begin(), handles_.end());
+  // Unpinned now, not on the next fetch: the next layer's lookahead hint (sent before its
+  // attention) can then read into these slots while that attention runs. At a small budget
+  // nothing else is free, so this is the only overlap of reads with compute there.
+  if (!dead_ && !to_release_.empty() && client_->release_async(to_release_)) to_release_.clear();
   handles_.clear();
   handed_.clear();
   experts_.clear();

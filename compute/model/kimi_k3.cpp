@@ -49,12 +49,12 @@ void Model::run_k3_decoder(std::span<const SessionRows> parts, float* h, int64_t
       prefix = out;
     else
       for (size_t i = 0; i < size; ++i) prefix[i] += out[i];
-    prefetch_next(L, prefix.data(), n);
 
     attn_res_rows(blocks, prefix.data(), l.mlp_res, n, D, eps, mixed.data());
     for (int64_t t = 0; t < n; ++t) rmsnorm(&mixed[size_t(t) * D], l.post_norm.data(), D, eps, &normed[size_t(t) * D]);
     feed_forward(L, normed.data(), n, out.data());
     for (size_t i = 0; i < size; ++i) prefix[i] += out[i];
+    prefetch_next(L, prefix.data(), n);
 
     if (layer_hidden) std::copy(prefix.begin(), prefix.end(), layer_hidden->begin() + ptrdiff_t(size_t(L) * size));
   }

@@ -166,8 +166,10 @@ void Model::prefetch_next(int L, const float* h, int64_t n) const {
   PhaseClock clock(profile_);
   const Layer& next = layers_[size_t(L + 1)];
   const int D = config_.hidden;
-  // The next layer's router on the next layer's norm of the current stream: close to what it
-  // will see (the MLP input differs by this layer's MLP output), good enough for a hint.
+  // Sent once this layer is done (its experts released): then the reads go into the freed
+  // slots while the next layer's attention runs, even at the floor budget where nothing else
+  // is free. The guess: the next layer's router on the next layer's norm of the stream after
+  // this layer (what it will see, minus the next attention's output).
   ModelConfig c = config_;
   c.top_k = std::min(lookahead_, c.n_experts);
   std::vector<float> normed(size_t(n) * D);

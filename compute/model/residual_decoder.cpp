@@ -22,11 +22,11 @@ void Model::run_residual_decoder(std::span<const SessionRows> parts, float* h, i
     for (int64_t t = 0; t < n; ++t) rmsnorm(h + t * D, l.input_norm.data(), D, config_.rms_eps, &normed[size_t(t) * D]);
     attention_rows(L, parts, normed.data(), out.data());
     for (size_t i = 0; i < size; ++i) h[i] += out[i];
-    prefetch_next(L, h, n);
 
     for (int64_t t = 0; t < n; ++t) rmsnorm(h + t * D, l.post_norm.data(), D, config_.rms_eps, &normed[size_t(t) * D]);
     feed_forward(L, normed.data(), n, out.data());
     for (size_t i = 0; i < size; ++i) h[i] += out[i];
+    prefetch_next(L, h, n);
 
     if (layer_hidden) std::copy(h, h + size, layer_hidden->begin() + ptrdiff_t(size_t(L) * size));
   }

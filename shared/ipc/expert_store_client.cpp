@@ -45,6 +45,46 @@ struct ExpertStoreClient::Impl {
       hint_stats.last_error = error->getDescription().cStr();
     }
   }
+  // Sends one call without waiting for its answer, keeping its promise in a free entry of the
+  // bounded `hints` container (dropping it would cancel the call). false: every entry is taken
+  // (nothing sent). Never throws: errors are counted in hint_stats.
+  template <typename Request>
+  bool send_one_way(Request& req) noexcept {
+    reap_hints();
+    if (hint_stats.outstanding >= hints.size()) return false;
+    size_t i = 0;
+    while (hints[i].promise != nullptr) ++i;  // a free entry exists: outstanding < size
+    const auto failed = [this](const char* what) {
+      ++hint_stats.failed;
+      hint_stats.last_error = what;
+    };
+    try {
+      Impl* self = this;
+      kj::Promise<void> p = req.send()
+                                .then([self, i](auto&&) { self->hint_answered(i, nullptr); },
+                                      [self, i](kj::Exception&& e) { self->hint_answered(i, &e); })
+                                .eagerlyEvaluate(nullptr);
+      hints[i].promise = kj::mv(p);
+      ++hint_stats.outstanding;
+      ++hint_stats.sent;
+    } catch (const kj::Exception& e) {
+      failed(e.getDescription().cStr());
+      return true;
+    } catch (const std::exception& e) {
+      failed(e.what());
+      return true;
+    }
+    try {
+      // Cap'n Proto writes the call when the event loop turns: turn it now (without blocking),
+      // or the call would only leave with the next fetch. Earlier calls' replies are taken too.
+      rpc.getWaitScope().poll();
+    } catch (const kj::Exception& e) {
+      failed(e.getDescription().cStr());
+    } catch (const std::exception& e) {
+      failed(e.what());
+    }
+    return true;
+  }
   void reap_hints() {
     for (Hint& h : hints)
       if (h.done) {
@@ -130,49 +170,26 @@ uint32_t ExpertStoreClient::prefetch(uint32_t layer, std::span<const uint32_t> e
 }
 
 bool ExpertStoreClient::prefetch_async(uint32_t layer, std::span<const uint32_t> experts) noexcept {
-  Impl& im = *impl_;
-  im.reap_hints();
-  if (im.hint_stats.outstanding >= im.hints.size()) {
-    ++im.hint_stats.dropped;
-    return false;
-  }
-  size_t i = 0;
-  while (im.hints[i].promise != nullptr) ++i;  // a free entry exists: outstanding < size
   try {
-    auto req = im.store.prefetchRequest();
+    auto req = impl_->store.prefetchRequest();
     req.setLayer(layer);
     auto ex = req.initExperts(uint32_t(experts.size()));
     for (size_t k = 0; k < experts.size(); ++k) ex.set(uint32_t(k), experts[k]);
-    Impl* self = &im;
-    kj::Promise<void> p =
-        req.send()
-            .then([self, i](capnp::Response<proto::ExpertStore::PrefetchResults>&&) { self->hint_answered(i, nullptr); },
-                  [self, i](kj::Exception&& e) { self->hint_answered(i, &e); })
-            .eagerlyEvaluate(nullptr);
-    im.hints[i].promise = kj::mv(p);
-    ++im.hint_stats.outstanding;
-    ++im.hint_stats.sent;
-  } catch (const kj::Exception& e) {
-    ++im.hint_stats.failed;
-    im.hint_stats.last_error = e.getDescription().cStr();
-    return true;
-  } catch (const std::exception& e) {
-    ++im.hint_stats.failed;
-    im.hint_stats.last_error = e.what();
-    return true;
+    if (impl_->send_one_way(req)) return true;
+  } catch (...) {  // building the request failed (out of memory): a hint may be lost
   }
+  ++impl_->hint_stats.dropped;
+  return false;
+}
+
+bool ExpertStoreClient::release_async(std::span<const SlotHandle> handles) noexcept {
   try {
-    // Cap'n Proto writes the call when the event loop turns: turn it now (without blocking),
-    // or the hint would only leave with the next fetch. Earlier hints' replies are taken too.
-    im.rpc.getWaitScope().poll();
-  } catch (const kj::Exception& e) {
-    ++im.hint_stats.failed;
-    im.hint_stats.last_error = e.getDescription().cStr();
-  } catch (const std::exception& e) {
-    ++im.hint_stats.failed;
-    im.hint_stats.last_error = e.what();
+    auto req = impl_->store.releaseRequest();
+    fill_handles(req.initHandles(uint32_t(handles.size())), handles);
+    return impl_->send_one_way(req);
+  } catch (...) {
+    return false;  // the caller keeps the handles and releases them another way
   }
-  return true;
 }
 
 const HintStats& ExpertStoreClient::hint_stats() const { return impl_->hint_stats; }

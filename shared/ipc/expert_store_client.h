@@ -67,6 +67,10 @@ class ExpertStoreClient {
   bool prefetch_async(uint32_t layer, std::span<const uint32_t> experts) noexcept;
   const HintStats& hint_stats() const;
   void release(std::span<const SlotHandle> handles);
+  // The same release, fire-and-forget (sharing the hints' bound and counters): the slots are
+  // free in iod as soon as it reads the call, not at our next fetch. false: nothing sent
+  // (hint_capacity calls unanswered); the caller keeps the handles.
+  bool release_async(std::span<const SlotHandle> handles) noexcept;
   nlohmann::json stats();
   void trace_start(const std::string& path);
   uint64_t trace_stop();
