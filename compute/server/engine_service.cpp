@@ -140,12 +140,13 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
   ready->set_value();
 
   std::vector<std::shared_ptr<Job>> jobs;
+  size_t gate = options_.start_gate;
   for (;;) {
     std::deque<std::function<void()>> control;
     {
       std::unique_lock lk(mu_);
       auto has_work = [&] { return stopping_ || !incoming_.empty() || !control_.empty(); };
-      if (jobs.empty()) {
+      if (jobs.empty() || gate > 0) {
         wake_.wait(lk, has_work);
       } else {
         // Every running request waits on a slow client: nothing to step until one catches up.
@@ -159,9 +160,10 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
       incoming_.clear();
       control.swap(control_);
       running_ = int(jobs.size());
+      if (gate > 0 && jobs.size() >= gate) gate = 0;
     }
-    for (auto& f : control) f();
-    run_round(jobs);
+    for (auto& f : control) f();  // session control runs while the gate holds the steps
+    if (gate == 0) run_round(jobs);
   }
   for (auto& j : jobs) finish(*j, "compute is shutting down");
   {

@@ -41,6 +41,10 @@ struct ServiceOptions {
   int prefill_chunk_beside_decoders = 32;  // ... and when some are: bounds their wait per token
   int max_batch = 0;               // sessions in one forward step at most; 0: all that are ready
   uint64_t in_process_cache_bytes = 1ull << 30;
+  // Test hook (env WASTE_COMPUTE_TEST_START_GATE): no step runs until this many generate
+  // requests are running at once (then the gate stays open), so a test can make requests
+  // share steps from their first token without depending on thread timing. 0: no gate.
+  size_t start_gate = 0;
 };
 
 struct SessionCounters {

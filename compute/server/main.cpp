@@ -110,6 +110,10 @@ int main(int argc, char** argv) {
                  "record a Chrome trace (phases per layer and expert) and write it here at shutdown; "
                  "merge with iod's with `waste timeline merge`");
   CLI11_PARSE(app, argc, argv);
+  if (const char* v = std::getenv("WASTE_COMPUTE_TEST_START_GATE"); v && *v) {
+    so.start_gate = std::strtoul(v, nullptr, 10);
+    spdlog::warn("compute: test hook: no step runs until {} requests are running", so.start_gate);
+  }
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   // The global pool reads WASTE_THREADS when first used.
   if (threads > 0) ::setenv("WASTE_THREADS", std::to_string(threads).c_str(), 1);
