@@ -54,7 +54,8 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group
   out.group_scale.assign(size_t(n * groups), 0.0f);
   out.unit_scale.assign(size_t(n * out.padded_units), 0.0f);
   out.unit_sum.assign(size_t(n * out.padded_units), 0);
-  std::vector<int8_t> natural(static_cast<size_t>(cols));
+  std::vector<int8_t>& natural = out.natural;
+  natural.resize(static_cast<size_t>(cols));
   for (int64_t t = 0; t < n; ++t) {
     const float* xt = x + t * cols;
     float* gs = out.group_scale.data() + t * groups;
@@ -103,6 +104,12 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group
   }
 }
 
+const Int8Activations& quantize_for(const MatrixView& w, const float* x, int64_t n, Int8Layout layout) {
+  thread_local Int8Activations act;
+  quantize_activations(x, n, w.cols, w.group, layout, act);
+  return act;
+}
+
 float int8_lane_tree(const float* a) {
   float s8[8], s4[4], s2[2];
   for (int i = 0; i < 8; ++i) s8[i] = a[i] + a[i + 8];
@@ -114,8 +121,7 @@ float int8_lane_tree(const float* a) {
 // Each row's weights are widened to int8 (Q4G: nibble - 8) once, then dotted with every
 // token, unit by unit, in the order of the definition.
 void matmul_int8_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
-  Int8Activations act;
-  quantize_activations(x, n, w.cols, w.group, Int8Layout::Natural, act);
+  const Int8Activations& act = quantize_for(w, x, n, Int8Layout::Natural);
   const int64_t groups = w.cols / w.group;
   for_row_ranges(pool, w.rows, w.cols * n, [&](int64_t row_begin, int64_t row_end) {
     std::vector<int8_t> row(static_cast<size_t>(w.cols));

@@ -47,11 +47,18 @@ struct Int8Activations {
   std::vector<float> group_scale;       // [n][cols / group]: xs
   std::vector<float> unit_scale;        // [n][padded_units]: xs of the unit's group (0 in padding)
   std::vector<int32_t> unit_sum;        // [n][padded_units]: sum of the unit's q (0 in padding)
+  std::vector<int8_t> natural;          // scratch: one token's q in natural order
 };
 
-// Quantizes x[n][cols] for weights of group size `group` (cols % group == 0).
+// Quantizes x[n][cols] for weights of group size `group` (cols % group == 0). Reuses out's
+// buffers (no allocation once they are large enough).
 void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group, Int8Layout layout,
                           Int8Activations& out);
+
+// x[n][w.cols] quantized for w in the calling thread's own buffers, reused from call to call:
+// a matvec runs dozens of times per token, and this keeps the heap off that path. Valid until
+// this thread's next call.
+const Int8Activations& quantize_for(const MatrixView& w, const float* x, int64_t n, Int8Layout layout);
 
 // True when the SIMD int8 paths handle this matrix: group 32 times a power of two (units
 // line up with 16-unit blocks); else the int8 path runs on the scalar implementation (same

@@ -148,9 +148,8 @@ struct Kernel {
 }  // namespace
 
 void matmul_int8_avx2(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
-  Int8Activations act;
-  quantize_activations(x, n, w.cols, w.group, w.format == TensorFormat::Q4G ? Int8Layout::EvenOdd : Int8Layout::Natural,
-                       act);
+  const Int8Activations& act =
+      quantize_for(w, x, n, w.format == TensorFormat::Q4G ? Int8Layout::EvenOdd : Int8Layout::Natural);
   const Kernel k(w, act);
   // Rows outermost: a row is read from memory once and stays in L1 for every token.
   for_row_ranges(pool, w.rows, w.cols * n, [&](int64_t row_begin, int64_t row_end) {
