@@ -6,9 +6,11 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "shared/util/error.h"
+#include "tests/integration/scoped_env.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"
 
@@ -48,9 +50,12 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
   // The compute's start gate (a test hook) holds every step until two requests run: then the
   // two requests below share their steps from the first one, whatever the threads' timing on a
   // loaded machine. The gate opens for good then, so the solo runs after it run alone.
-  ::setenv("WASTE_COMPUTE_TEST_START_GATE", "2", 1);
-  Instance inst("--max-sessions 3");
-  ::unsetenv("WASTE_COMPUTE_TEST_START_GATE");
+  std::optional<Instance> gated;
+  {
+    const ScopedEnv hook({{"WASTE_COMPUTE_TEST_START_GATE", "2"}});
+    gated.emplace("--max-sessions 3");
+  }
+  Instance& inst = *gated;
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   const std::string where = inst.run_dir();
 

@@ -23,6 +23,7 @@
 #include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
 #include "tests/integration/process.h"
+#include "tests/integration/scoped_env.h"
 #include "tools/iobench/private_iod.h"
 
 using namespace waste;
@@ -334,15 +335,11 @@ TEST_CASE("iod: when the io_uring ring dies, reads in flight complete and the re
   std::string model = synth_tiny(tmp);
   Container c = Container::open(model);
   uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
-  ::setenv("WASTE_IOD_TEST_URING_FAIL_AFTER", "3", 1);  // test hook: the ring fails after 3 reads
   std::optional<PrivateIod> iod;
-  try {
+  {
+    const ScopedEnv hook({{"WASTE_IOD_TEST_URING_FAIL_AFTER", "3"}});  // the ring fails after 3 reads
     iod.emplace(iod_args(model, 16), tmp / "run");
-  } catch (...) {
-    ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
-    throw;
   }
-  ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
   ipc::ExpertStoreClient client(iod->socket_path(), c.container_id());
   std::vector<uint32_t> ex = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   auto hs = client.fetch(l0, ex);
@@ -362,19 +359,12 @@ TEST_CASE("iod: a read the dead ring abandoned fails once; the record is read ag
   std::string model = synth_tiny(tmp);
   Container c = Container::open(model);
   uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
-  // Test hooks: the ring dies with its first read prepared and abandons it.
-  ::setenv("WASTE_IOD_TEST_URING_FAIL_AFTER", "1", 1);
-  ::setenv("WASTE_IOD_TEST_URING_ABANDON", "1", 1);
   std::optional<PrivateIod> iod;
-  try {
+  {
+    // Test hooks: the ring dies with its first read prepared and abandons it.
+    const ScopedEnv hooks({{"WASTE_IOD_TEST_URING_FAIL_AFTER", "1"}, {"WASTE_IOD_TEST_URING_ABANDON", "1"}});
     iod.emplace(iod_args(model, 8), tmp / "run");
-  } catch (...) {
-    ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
-    ::unsetenv("WASTE_IOD_TEST_URING_ABANDON");
-    throw;
   }
-  ::unsetenv("WASTE_IOD_TEST_URING_FAIL_AFTER");
-  ::unsetenv("WASTE_IOD_TEST_URING_ABANDON");
   ipc::ExpertStoreClient client(iod->socket_path(), c.container_id());
   if (client.stats()["io_path"].get<std::string>().rfind("io_uring", 0) != 0) {
     MESSAGE("io_uring unavailable here; skipping");
