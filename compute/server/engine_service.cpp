@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -164,6 +166,8 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     }
     for (auto& f : control) f();  // session control runs while the gate holds the steps
     if (gate == 0) run_round(jobs);
+    if (options_.step_delay_ms > 0 && !jobs.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.step_delay_ms));
   }
   for (auto& j : jobs) finish(*j, "compute is shutting down");
   {

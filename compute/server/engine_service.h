@@ -45,6 +45,9 @@ struct ServiceOptions {
   // requests are running at once (then the gate stays open), so a test can make requests
   // share steps from their first token without depending on thread timing. 0: no gate.
   size_t start_gate = 0;
+  // Test hook (env WASTE_COMPUTE_TEST_STEP_DELAY_MS): a pause after every step, so that a tiny
+  // model's reply lasts long enough for a test to interrupt it mid-stream. 0: none.
+  int step_delay_ms = 0;
 };
 
 struct SessionCounters {

@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
     so.start_gate = std::strtoul(v, nullptr, 10);
     spdlog::warn("compute: test hook: no step runs until {} requests are running", so.start_gate);
   }
+  if (const char* v = std::getenv("WASTE_COMPUTE_TEST_STEP_DELAY_MS"); v && *v) {
+    so.step_delay_ms = std::atoi(v);
+    spdlog::warn("compute: test hook: {} ms pause after every step", so.step_delay_ms);
+  }
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   // The global pool reads WASTE_THREADS when first used.
   if (threads > 0) ::setenv("WASTE_THREADS", std::to_string(threads).c_str(), 1);

@@ -7,10 +7,12 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
 #include "shared/ipc/shm_segment.h"
 #include "tests/integration/child_process.h"
+#include "tests/integration/scoped_env.h"
 #include "tests/integration/test_engine_instance.h"
 
 using namespace waste;
@@ -171,10 +173,16 @@ TEST_CASE("waste run: through a running instance gives the same greedy text as t
 }
 
 TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats, /save, /reset, /load; /quit exits 0") {
-  // A reply far longer than the tiny model can write before Ctrl-C takes effect: the compute
-  // runs ahead of the client by the stream's flow-control window (hundreds of tokens), and a
-  // reply that ends on its own before the cancel arrives has nothing to cancel.
-  Instance inst("--ctx 65536");
+  // The tiny model writes ~700 tokens/s and its replies end at a stop token after a few
+  // hundred to a few thousand: one could end before the Ctrl-C lands (the compute runs ahead
+  // of the client by the stream's flow-control window). The compute's step-delay test hook
+  // (10 ms per token) keeps every reply streaming for seconds.
+  std::optional<Instance> slowed;
+  {
+    const ScopedEnv hook({{"WASTE_COMPUTE_TEST_STEP_DELAY_MS", "10"}});
+    slowed.emplace("--ctx 65536");
+  }
+  Instance& inst = *slowed;
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   TempDir tmp;
   ChildProcess chat({waste_bin(), "chat", "--connect", inst.run_dir(), "-n", "60000"}, {}, tmp.path());
