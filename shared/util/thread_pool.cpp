@@ -1,9 +1,46 @@
 #include "shared/util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace waste {
+
+namespace {
+
+// How long a thread polls before it blocks on a condition variable: a worker after its last
+// chunk, and the caller waiting for the workers' chunks. A decode step hands the pool hundreds
+// of loops of 10-300 us each (every expert matrix, every trunk matmul) separated by short
+// serial stretches; waking a blocked thread costs 10-15 us on this VM, which made a loop of
+// 30 us no faster on two threads than on one. Polling a little longer than the typical gap
+// keeps the worker awake through a step, and it still sleeps when compute waits on the disk.
+constexpr auto kPollFor = std::chrono::microseconds(150);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls `done` until it holds or kPollFor has passed; true if it held.
+template <typename Done>
+bool poll_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kPollFor;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    // Reading the clock costs ~20 ns; every 64 polls is often enough.
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -14,6 +51,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    stopping_flag_.store(true, std::memory_order_relaxed);
   }
   work_ready_.notify_all();
   for (auto& t : workers_) t.join();
@@ -45,18 +83,23 @@ void ThreadPool::run_chunks() {
       lock.unlock();
     }
     lock.lock();
-    if (--chunks_left_ == 0) work_done_.notify_all();
+    if (chunks_left_.fetch_sub(1, std::memory_order_acq_rel) == 1) work_done_.notify_all();
   }
 }
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
+    // The generation is published under mutex_ (with the loop's state); polling it without the
+    // lock only decides when to take the lock, and run_chunks reads the state under it.
+    poll_until([&] {
+      return generation_.load(std::memory_order_acquire) != seen || stopping_flag_.load(std::memory_order_relaxed);
+    });
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      work_ready_.wait(lock, [&] { return stopping_ || generation_.load(std::memory_order_relaxed) != seen; });
       if (stopping_) return;
-      seen = generation_;
+      seen = generation_.load(std::memory_order_relaxed);
     }
     run_chunks();
   }
@@ -78,16 +121,18 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     n_ = n;
     chunk_ = chunk;
     next_ = 0;
-    chunks_left_ = (n + chunk - 1) / chunk;
+    chunks_left_.store((n + chunk - 1) / chunk, std::memory_order_relaxed);
     error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
+  // Cheap when every worker is polling (no waiter: no system call).
   work_ready_.notify_all();
   run_chunks();
+  poll_until([&] { return chunks_left_.load(std::memory_order_acquire) == 0; });
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    work_done_.wait(lock, [&] { return chunks_left_ == 0; });
+    work_done_.wait(lock, [&] { return chunks_left_.load(std::memory_order_relaxed) == 0; });
     body_ = nullptr;
     error = error_;
   }

@@ -2,6 +2,7 @@
 // Sized once at start-up; parallel_for blocks until every chunk is done, and the calling
 // thread works too, so a pool of N threads uses N cores.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -41,10 +42,13 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
   const std::function<void(size_t, size_t)>* body_ = nullptr;
-  size_t n_ = 0, chunk_ = 0, next_ = 0, chunks_left_ = 0;
-  uint64_t generation_ = 0;
+  size_t n_ = 0, chunk_ = 0, next_ = 0;
+  // Written under mutex_; atomic so that waiting threads can poll them without it.
+  std::atomic<size_t> chunks_left_{0};
+  std::atomic<uint64_t> generation_{0};
   std::exception_ptr error_;
   bool stopping_ = false;
+  std::atomic<bool> stopping_flag_{false};  // stopping_, for polling workers
 };
 
 }  // namespace waste
