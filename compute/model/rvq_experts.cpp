@@ -6,6 +6,7 @@
 
 #include "shared/rvq/kernels.h"
 #include "shared/util/error.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste {
 
@@ -75,7 +76,9 @@ void RvqExpertBatch::apply_rows(const ExpertView& v, const int64_t* rows, const 
     s.selected[size_t(i)] = &s.tables[size_t(r)];
   }
   std::fill(out, out + size_t(m) * size_t(s.hidden), 0.0f);
-  apply_expert_batch(v, s.selected.data(), weights, int(m), s.act, s.scratch, out);
+  // Row tiles of each expert matrix are spread over the pool (the result does not depend on
+  // the split). The experts themselves run one after another, in the order they arrive.
+  apply_expert_batch(v, s.selected.data(), weights, int(m), s.act, s.scratch, out, &ThreadPool::global());
 }
 
 }  // namespace waste
