@@ -31,13 +31,34 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, fl
 void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
                  int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y, ThreadPool* pool) {
   MlaProjections p;
-  mla_project(c, w, x, n, p);
-  std::vector<float> attn(size_t(n) * c.n_heads * c.v_head);
-  mla_attend(c, w, rope, softmax_scale, cache, max_ctx, pos0, p, 0, n, attn.data(), pool);
-  mla_output(w, p, attn.data(), n, y);
+  mla_project(c, w, x, n, p, pool);
+  mla_attend(c, w, rope, softmax_scale, cache, max_ctx, pos0, p, 0, n, pool);
+  mla_output(c, w, p, n, y, pool);
 }
 
-void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, MlaProjections& p) {
+namespace {
+
+// body(i) for i in [0, items), on the pool when `threaded` (each item writes only its own
+// rows, so the split never changes a result; the bodies run without a pool of their own:
+// parallel_for is not reentrant).
+void for_items(ThreadPool* pool, bool threaded, size_t items, const std::function<void(size_t)>& body) {
+  if (!threaded) {
+    for (size_t i = 0; i < items; ++i) body(i);
+    return;
+  }
+  pool->parallel_for(items, 1, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) body(i);
+  });
+}
+
+bool heads_threaded(ThreadPool* pool, int64_t heads, int64_t work) {
+  return pool && pool->size() > 1 && heads > 1 && work >= kParallelMinWork;
+}
+
+}  // namespace
+
+void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, MlaProjections& p,
+                 ThreadPool* pool) {
   const int64_t H = c.n_heads, qk = c.qk_nope + c.qk_rope, ra = c.q_lora_rank;
   // Queries q_h = [q^N (dn) | q^R (dr)] per head.
   p.q.resize(size_t(n * H * qk));
@@ -56,28 +77,55 @@ void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int6
     p.gate.resize(size_t(n * H * c.v_head));
     matmul(w.g_proj, x, n, p.gate.data());
   }
+
+  // Absorbed queries, nope part: Q_h[0, r) = W_UK[h]^T q_h^N, so that a score is one dot
+  // product with a cache row: q^N . (W_UK c) = (W_UK^T q^N) . c. Done here for every row of
+  // the batch, so each W_UK row is expanded once per step rather than once per session; the
+  // rope part Q_h[r, r + dr) is filled by mla_attend once the positions are known.
+  const int64_t dn = c.qk_nope, r = c.kv_lora_rank, width = r + c.qk_rope;
+  p.qabs.assign(size_t(n * H * width), 0.0f);
+  for_items(pool, heads_threaded(pool, H, H * n * dn * r), size_t(H), [&](size_t hh) {
+    const int64_t h = int64_t(hh);
+    matvec_transposed_accumulate(w.kv_b, h * (dn + c.v_head), dn, &p.q[size_t(h * qk)], H * qk, n,
+                                 &p.qabs[size_t(h * width)], H * width);
+  });
 }
 
-void mla_output(const MlaWeights& w, const MlaProjections& p, float* attn, int64_t n, float* y) {
+void mla_output(const ModelConfig& c, const MlaWeights& w, const MlaProjections& p, int64_t n, float* y,
+                ThreadPool* pool) {
+  const int H = c.n_heads, dn = c.qk_nope, dv = c.v_head, r = c.kv_lora_rank;
+  // o_h = W_UV[h] (latent sum), one matmul per head over all n rows of the batch (without a
+  // pool: the heads are the parallel loop; same per-row sums as matmul on any pool).
+  std::vector<float> attn(size_t(n) * H * dv);
+  const KernelPath path = best_kernel_path();
+  for_items(pool, heads_threaded(pool, H, int64_t(H) * n * dv * r), size_t(H), [&](size_t hh) {
+    const int h = int(hh);
+    std::vector<float> lat(size_t(n) * r), oh(size_t(n) * dv);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(&p.latent[(size_t(t) * H + h) * r], r, &lat[size_t(t) * r]);
+    matmul_path(path, row_slice(w.kv_b, int64_t(h) * (dn + dv) + dn, dv), lat.data(), n, oh.data(), nullptr);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(&oh[size_t(t) * dv], dv, &attn[(size_t(t) * H + h) * dv]);
+  });
   // K3 gates each head output with sigmoid(g_proj x) before W_o (MODELS.md A.4).
   if (!p.gate.empty())
     for (size_t i = 0; i < size_t(n * w.o_proj.cols); ++i) attn[i] *= sigmoid(p.gate[i]);
-  matmul(w.o_proj, attn, n, y);
+  matmul(w.o_proj, attn.data(), n, y);
 }
 
 void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                int64_t max_ctx, int64_t pos0, MlaProjections& p, int64_t row0, int64_t n, float* attn,
-                ThreadPool* pool) {
-  const int H = c.n_heads, dn = c.qk_nope, dr = c.qk_rope, dv = c.v_head, r = c.kv_lora_rank;
+                int64_t max_ctx, int64_t pos0, MlaProjections& p, int64_t row0, int64_t n, ThreadPool* pool) {
+  const int H = c.n_heads, dn = c.qk_nope, dr = c.qk_rope, r = c.kv_lora_rank;
   const int qk = dn + dr, width = r + dr;
   require(pos0 + n <= max_ctx, "MLA cache: context of " + std::to_string(max_ctx) + " tokens exceeded");
-  // This session's rows: token t of it at row t of q, kv and attn.
+  // This session's rows: token t of it at row t of q, kv, qabs and latent.
   float* q = &p.q[size_t(row0) * H * qk];
   float* kv = &p.kv[size_t(row0) * width];
-  attn += row0 * H * dv;
+  float* qabs = &p.qabs[size_t(row0) * H * width];
+  p.latent.resize(p.qabs.size() / size_t(width) * size_t(r));
+  float* latent_out = &p.latent[size_t(row0) * H * r];
 
   // New cache rows [c ; k^R]: the latent is normalised, the rope key rotated (NoPE models
-  // keep k^R as is; it still enters the score).
+  // keep k^R as is; it still enters the score). The rope half of the absorbed query is q^R,
+  // rotated to its position.
   cache.width = width;
   cache.rows.resize(size_t(pos0 + n) * width);
   for (int64_t t = 0; t < n; ++t) {
@@ -85,66 +133,34 @@ void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, flo
     rmsnorm(row, w.kv_a_norm.data(), r, c.rms_eps, row);
     if (rope.enabled()) rope.apply(row + r, pos0 + t);
     std::copy(row, row + width, &cache.rows[size_t(pos0 + t) * width]);
-    if (rope.enabled())
-      for (int h = 0; h < H; ++h) rope.apply(q + (t * H + h) * qk + dn, pos0 + t);
-  }
-
-  // Heads are independent from here on: each loop below hands heads (or groups of heads) to
-  // the pool, every one writing only its own rows, so the split never changes a result. The
-  // per-head kernels run without a pool of their own (parallel_for is not reentrant).
-  const int64_t context = pos0 + n;
-  const bool threaded = pool && pool->size() > 1 && H > 1 && int64_t(H) * n * (context + r) * width >= kParallelMinWork;
-  auto for_items = [&](size_t items, const std::function<void(size_t)>& body) {
-    if (!threaded) {
-      for (size_t i = 0; i < items; ++i) body(i);
-      return;
+    for (int h = 0; h < H; ++h) {
+      float* qr = q + (t * H + h) * qk + dn;
+      if (rope.enabled()) rope.apply(qr, pos0 + t);
+      std::copy_n(qr, dr, qabs + (t * H + h) * width + r);
     }
-    pool->parallel_for(items, 1, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) body(i);
-    });
-  };
-
-  // Absorbed queries Q_h = [W_UK[h]^T q_h^N ; q_h^R], so a score is one dot product with a
-  // cache row: q^N . (W_UK c) = (W_UK^T q^N) . c.
-  std::vector<float> qabs(size_t(n) * H * width, 0.0f);
-  for_items(size_t(H), [&](size_t hh) {
-    const int h = int(hh);
-    matvec_transposed_accumulate(w.kv_b, int64_t(h) * (dn + dv), dn, &q[size_t(h) * qk], int64_t(H) * qk, n,
-                                 &qabs[size_t(h) * width], int64_t(H) * width);
-    for (int64_t t = 0; t < n; ++t)
-      std::copy_n(&q[(size_t(t) * H + h) * qk + dn], dr, &qabs[(size_t(t) * H + h) * width + r]);
-  });
+  }
 
   // Causal attention over the cache; the value of token s is its latent c(s), so the
   // head output before W_UV is the probability-weighted latent sum. Work items are (token,
   // group of heads): a group reads each cache row once for all its heads, and as many groups
   // as threads per token keep the cache reads few.
+  const int64_t context = pos0 + n;
+  const bool threaded = heads_threaded(pool, H, int64_t(H) * n * (context + r) * width);
   const int threads = threaded ? int(pool->size()) : 1;
   const int group = std::min(kMaxHeadGroup, (H + threads - 1) / threads);
   const int groups = (H + group - 1) / group;
   const SimdLevel level = simd_level();
-  std::vector<float> latent_out(size_t(n) * H * r, 0.0f);
-  for_items(size_t(n) * groups, [&](size_t item) {
+  std::fill_n(latent_out, size_t(n) * H * r, 0.0f);
+  for_items(pool, threaded, size_t(n) * groups, [&](size_t item) {
     const int64_t t = int64_t(item) / groups;
     const int h0 = int(item % size_t(groups)) * group, G = std::min(group, H - h0);
     const int64_t len = pos0 + t + 1;
-    std::vector<float> p(size_t(G) * len);
+    std::vector<float> pr(size_t(G) * len);
     mla_scores(level, G, &qabs[(size_t(t) * H + h0) * width], width, cache.rows.data(), len, width, softmax_scale,
-               p.data(), len);
-    for (int g = 0; g < G; ++g) softmax(&p[size_t(g) * len], int(len));
-    mla_weighted_sum(level, G, p.data(), len, cache.rows.data(), len, width, r, &latent_out[(size_t(t) * H + h0) * r],
+               pr.data(), len);
+    for (int g = 0; g < G; ++g) softmax(&pr[size_t(g) * len], int(len));
+    mla_weighted_sum(level, G, pr.data(), len, cache.rows.data(), len, width, r, &latent_out[(size_t(t) * H + h0) * r],
                      r);
-  });
-
-  // o_h = W_UV[h] (latent sum), one matmul per head over all n tokens (without a pool: the
-  // heads are the parallel loop; same per-row sums as matmul on any pool).
-  const KernelPath path = best_kernel_path();
-  for_items(size_t(H), [&](size_t hh) {
-    const int h = int(hh);
-    std::vector<float> lat(size_t(n) * r), oh(size_t(n) * dv);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(&latent_out[(size_t(t) * H + h) * r], r, &lat[size_t(t) * r]);
-    matmul_path(path, row_slice(w.kv_b, int64_t(h) * (dn + dv) + dn, dv), lat.data(), n, oh.data(), nullptr);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(&oh[size_t(t) * dv], dv, attn + (t * H + h) * dv);
   });
 }
 

@@ -28,22 +28,26 @@ struct MlaWeights {
 
 // An MLA layer in three steps, so a batch of sessions reads each weight matrix once:
 //   mla_project(all rows) -> mla_attend(each session on its own rows) -> mla_output(all rows).
-// The projections of n rows, token t at row t: the queries [n, H (nope + rope)] (q LoRA
-// normalised, no rope yet), the new cache rows' pre-norm [c ; k^R] [n, kv_lora + rope], and
-// K3's output gate pre-activation [n, H v] (empty without one).
+// Per row t of the batch: the queries q [n, H (nope + rope)] (q LoRA normalised, no rope yet),
+// the new cache rows' pre-norm [c ; k^R] kv [n, kv_lora + rope], K3's output gate
+// pre-activation [n, H v] (empty without one), the absorbed queries qabs [n, H, kv_lora + rope]
+// (W_UK^T q^N from mla_project, the rotated q^R from mla_attend) and the heads' attention-
+// weighted latent sums [n, H, kv_lora] (mla_attend).
 struct MlaProjections {
-  std::vector<float> q, kv, gate;
+  std::vector<float> q, kv, gate, qabs, latent;
 };
-void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, MlaProjections& p);
+// Heads on `pool` (nullptr: the calling thread); each head is computed whole by one thread,
+// so no result depends on the pool.
+void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, MlaProjections& p,
+                 ThreadPool* pool);
 // One session's tokens, rows [row0, row0 + n) of p at positions pos0..pos0+n-1: appends their
-// latents to `cache` (bounded by max_ctx) and writes the head outputs before W_o to rows
-// [row0, row0 + n) of attn [rows, H v]. Heads on `pool` (nullptr: the calling thread); each
-// head is computed whole by one thread.
+// latents to `cache` (bounded by max_ctx) and writes those rows of p.qabs (rope half) and
+// p.latent.
 void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                int64_t max_ctx, int64_t pos0, MlaProjections& p, int64_t row0, int64_t n, float* attn,
+                int64_t max_ctx, int64_t pos0, MlaProjections& p, int64_t row0, int64_t n, ThreadPool* pool);
+// y [n, D] = o_proj (W_UV latent per head, gated by sigmoid(gate) when the layer has one).
+void mla_output(const ModelConfig& c, const MlaWeights& w, const MlaProjections& p, int64_t n, float* y,
                 ThreadPool* pool);
-// y [n, D] = o_proj (attn, gated by sigmoid(gate) when the layer has one). attn is modified.
-void mla_output(const MlaWeights& w, const MlaProjections& p, float* attn, int64_t n, float* y);
 
 // x: n tokens of normalised hidden [n, D] at positions pos0..pos0+n-1; appends their latents
 // to `cache` (bounded by max_ctx) and writes the attention output [n, D] to y.

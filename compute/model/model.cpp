@@ -233,14 +233,13 @@ void Model::mla_rows(int L, std::span<const SessionRows> parts, const float* x, 
   const MlaWeights& w = layers_[size_t(L)].mla;
   const int64_t n = parts.back().row0 + parts.back().n;
   MlaProjections p;
-  mla_project(config_, w, x, n, p);
-  std::vector<float> attn(size_t(n) * config_.n_heads * config_.v_head);
+  mla_project(config_, w, x, n, p, &ThreadPool::global());
   for (const SessionRows& r : parts) {
     Session& s = *r.s;
     mla_attend(config_, w, rope_, softmax_scale_, s.layers_[size_t(L)].mla, s.max_ctx_, s.position_, p, r.row0, r.n,
-               attn.data(), &ThreadPool::global());
+               &ThreadPool::global());
   }
-  mla_output(w, p, attn.data(), n, y);
+  mla_output(config_, w, p, n, y, &ThreadPool::global());
 }
 
 // Projections in (all rows), the delta rule on each session's own state, projection out (all rows).
