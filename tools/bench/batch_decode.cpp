@@ -1,13 +1,14 @@
 // waste-bench-batch: the compute side of batched decode across sessions, without iod or a server.
 //
-//   waste-bench-batch MODEL [--sessions 1,2,4,8] [-n STEPS] [--ctx TOKENS]
+//   waste-bench-batch MODEL [--sessions 1,2,4,8] [-n STEPS] [--ctx TOKENS] [--batched-only]
 //
 // Every routed expert is read into RAM first (ResidentExperts), so a step is compute only. For
 // each session count N, N sessions decode STEPS tokens two ways, interleaved step by step in one
 // run so the machine's load hits both alike: one Model::forward_batch of all N per step
 // ("batched"), and N forward() calls one after the other ("alone", the unbatched schedule).
 // Token ids are a fixed pseudo-random sequence per session (random weights collapse when
-// sampled). Prints wall ms per step, aggregate tok/s, process CPU ms per step (less sensitive
+// sampled). --batched-only skips the "alone" schedule (for a profiler attached to the process).
+// Prints wall ms per step, aggregate tok/s, process CPU ms per step (less sensitive
 // to other processes on a shared machine than wall time) and the ratios.
 #include <time.h>
 
@@ -121,6 +122,7 @@ int run(int argc, char** argv) {
   std::string model, sessions = "1,2,4,8";
   int steps = 16;
   int64_t ctx = 512;
+  bool batched_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -130,10 +132,11 @@ int run(int argc, char** argv) {
     if (a == "--sessions") sessions = value();
     else if (a == "-n") steps = std::atoi(value().c_str());
     else if (a == "--ctx") ctx = std::atoll(value().c_str());
+    else if (a == "--batched-only") batched_only = true;
     else if (model.empty() && a[0] != '-') model = a;
     else throw Error("unknown argument " + a);
   }
-  require(!model.empty(), "usage: waste-bench-batch MODEL [--sessions 1,2,4,8] [-n STEPS] [--ctx TOKENS]");
+  require(!model.empty(), "usage: waste-bench-batch MODEL [--sessions 1,2,4,8] [-n STEPS] [--ctx TOKENS] [--batched-only]");
   require(steps >= 1 && steps <= 4096, "-n must be 1..4096");
   require(ctx >= steps + 8, "--ctx must hold the 4 prompt ids, the warm-up and the steps");
   const std::vector<int> counts = parse_list(sessions);
@@ -155,12 +158,14 @@ int run(int argc, char** argv) {
     Profiled pb, pa, skip;
     for (int w = 0; w < 2; ++w) {  // warm-up: caches, pages, the thread pool
       step_batched(m, b, w, skip);
-      step_alone(m, a, w, skip);
+      if (!batched_only) step_alone(m, a, w, skip);
     }
     // Both schedules decode the same ids, so route to the same experts: whichever runs second
     // finds them warm in the CPU cache. The order alternates step by step so neither is favoured.
     for (int s = 2; s < steps + 2; ++s) {
-      if (s % 2 == 0) {
+      if (batched_only) {
+        step_batched(m, b, s, pb);
+      } else if (s % 2 == 0) {
         step_batched(m, b, s, pb);
         step_alone(m, a, s, pa);
       } else {
@@ -169,13 +174,13 @@ int run(int argc, char** argv) {
       }
     }
     const Timing &tb = pb.t, &ta = pa.t;
-    const double tok_b = n * steps / tb.wall, tok_a = n * steps / ta.wall;
+    const double tok_b = n * steps / tb.wall, tok_a = batched_only ? 0.0 : n * steps / ta.wall;
     if (one == 0) one = tok_b / n;
     std::printf("%8d  %5d   %16.1f  %5.1f  %6.1f   %14.1f  %5.1f  %6.1f   %12.2fx  %4.2fx\n", n, steps,
                 1e3 * tb.wall / steps, tok_b, 1e3 * tb.cpu / steps, 1e3 * ta.wall / steps, tok_a, 1e3 * ta.cpu / steps,
-                tok_b / tok_a, tok_b / one);
+                tok_a > 0 ? tok_b / tok_a : 0.0, tok_b / one);
     print_phases("batched", pb.phases, steps);
-    print_phases("alone", pa.phases, steps);
+    if (!batched_only) print_phases("alone", pa.phases, steps);
     std::fflush(stdout);
   }
   return 0;
