@@ -137,70 +137,72 @@ void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
   end_layer();
   layer_ = layer;
   experts_.assign(experts.begin(), experts.end());
-  group_begin_ = group_end_ = 0;
-  left_in_group_ = 0;
-  if (!experts_.empty()) start_group();
+  next_fetch_ = 0;
+  window_cap_ = std::max<size_t>(1, slot_count());
+  refill(std::min(window_cap_, experts_.size()));
 }
 
-void IodExperts::start_group() {
-  // Our own pins from the last group/layer go back first (on this same call), so a group
-  // may use every slot.
-  const size_t cap = std::max<size_t>(1, slot_count());
-  group_begin_ = group_end_;
-  group_end_ = std::min(experts_.size(), group_begin_ + cap);
-  std::vector<uint32_t> ids(experts_.begin() + ptrdiff_t(group_begin_), experts_.begin() + ptrdiff_t(group_end_));
+void IodExperts::refill(size_t count) {
+  if (count == 0) return;
+  // Released slots (ours, now free) go back on this same call, so the new experts may use them.
+  std::vector<uint32_t> ids(experts_.begin() + ptrdiff_t(next_fetch_),
+                            experts_.begin() + ptrdiff_t(next_fetch_ + count));
+  std::vector<ipc::SlotHandle> hs;
   {
     timeline::Span span("fetch_issue", "compute", layer_);
-    handles_ = fetch_retrying(uint32_t(layer_), ids);
+    hs = fetch_retrying(uint32_t(layer_), ids);
   }
-  require(handles_.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(handles_.size()) +
-                                             " handles for " + std::to_string(ids.size()) + " experts");
-  handed_.assign(ids.size(), false);
-  left_in_group_ = ids.size();
+  require(hs.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) +
+                                       " handles for " + std::to_string(ids.size()) + " experts");
+  for (size_t i = 0; i < hs.size(); ++i) window_.push_back({next_fetch_ + i, hs[i]});
+  next_fetch_ += count;
 }
 
 int IodExperts::next_ready(ExpertView& view) {
-  if (left_in_group_ == 0) {
-    if (group_end_ >= experts_.size()) return -1;
-    to_release_.insert(to_release_.end(), handles_.begin(), handles_.end());
-    handles_.clear();
-    start_group();
+  // The model is done with the expert handed out last: its slot goes back (on the next fetch,
+  // or at end_layer).
+  if (in_use_) {
+    to_release_.push_back(in_use_->handle);
+    in_use_.reset();
   }
+  // Refill once half the window is free (a fetch per expert would cost a round trip each), or
+  // when nothing fetched is left to hand out.
+  const size_t remaining = experts_.size() - next_fetch_;
+  const size_t free_slots = window_cap_ - window_.size();
+  if (remaining > 0 && (window_.empty() || free_slots >= std::max<size_t>(1, window_cap_ / 2)))
+    refill(std::min(free_slots, remaining));
+  if (window_.empty()) return -1;
+
   // Completion order: the first slot already READY; else wait on the oldest outstanding one.
-  size_t pick = handed_.size();
-  for (size_t i = 0; i < handed_.size(); ++i) {
-    if (handed_[i]) continue;
-    const ipc::SlotState s = client_->state(handles_[i]);
+  size_t pick = 0;
+  for (size_t i = 0; i < window_.size(); ++i) {
+    const ipc::SlotState s = client_->state(window_[i].handle);
     if (s == ipc::SlotState::Ready) {
       pick = i;
       break;
     }
-    if (s != ipc::SlotState::Loading) {  // failed or stale: wait() throws the precise reason
-      client_->wait(handles_[i], 0);
-    }
-    if (pick == handed_.size()) pick = i;  // fallback: the first outstanding
+    if (s != ipc::SlotState::Loading) client_->wait(window_[i].handle, 0);  // failed or stale: throws the reason
   }
-  require(pick < handed_.size(), "iod experts: internal error, no outstanding slot");
-  if (client_->state(handles_[pick]) != ipc::SlotState::Ready) wait_alive(handles_[pick]);
-  handed_[pick] = true;
-  --left_in_group_;
-  const size_t idx = group_begin_ + pick;
+  if (client_->state(window_[pick].handle) != ipc::SlotState::Ready) wait_alive(window_[pick].handle);
+  in_use_ = window_[pick];
+  window_.erase(window_.begin() + ptrdiff_t(pick));
+  const size_t idx = in_use_->index;
   timeline::instant("expert_ready", "compute", layer_, experts_[idx]);
-  view = view_of(layer_, experts_[idx], handles_[pick]);
+  view = view_of(layer_, experts_[idx], in_use_->handle);
   return int(idx);
 }
 
 void IodExperts::end_layer() {
-  to_release_.insert(to_release_.end(), handles_.begin(), handles_.end());
+  if (in_use_) to_release_.push_back(in_use_->handle);
+  in_use_.reset();
+  for (const Fetched& f : window_) to_release_.push_back(f.handle);
+  window_.clear();
   // Unpinned now, not on the next fetch: the next layer's lookahead hint (sent before its
   // attention) can then read into these slots while that attention runs. At a small budget
   // nothing else is free, so this is the only overlap of reads with compute there.
   if (!dead_ && !to_release_.empty() && client_->release_async(to_release_)) to_release_.clear();
-  handles_.clear();
-  handed_.clear();
   experts_.clear();
-  left_in_group_ = 0;
-  group_begin_ = group_end_ = 0;
+  next_fetch_ = 0;
   layer_ = -1;
 }
 

@@ -6,8 +6,11 @@
 // unanswered, the rest dropped and counted in hint_stats()).
 //
 // A layer needing more experts than the cache has slots (a big prefill chunk on a small
-// budget) is fetched in groups of at most `max_group` experts, each group released before the
-// next is fetched. Results never depend on this: moe_forward sums in ascending expert order.
+// budget) goes through a sliding window of at most slot_count() pinned experts: each expert's
+// slot is released as soon as the model is done with it, and once half the window is free the
+// next experts are fetched into it (the releases ride on that fetch), so the disk reads the
+// next experts while the kernels run on the rest of the window. Results never depend on this:
+// moe_forward sums in ascending expert order.
 //
 // If iod goes away while we wait for a slot, the wait notices within `liveness_ms` (an RPC
 // ping fails) and the request throws an Error naming the socket; nothing hangs.
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,7 +56,8 @@ class IodExperts : public ExpertSource {
  private:
   const float* codebooks(int layer);
   ExpertView view_of(int layer, int expert, ipc::SlotHandle h);
-  void start_group();
+  // Fetches the next `count` experts of the layer into the window.
+  void refill(size_t count);
   std::vector<ipc::SlotHandle> fetch_retrying(uint32_t layer, std::span<const uint32_t> ids);
   const uint8_t* wait_alive(ipc::SlotHandle h);
   bool alive();  // one stats RPC: false when the connection is gone
@@ -68,10 +73,14 @@ class IodExperts : public ExpertSource {
   // The layer batch in progress.
   int layer_ = -1;
   std::vector<int> experts_;
-  size_t group_begin_ = 0, group_end_ = 0;
-  std::vector<ipc::SlotHandle> handles_;  // of the current group
-  std::vector<bool> handed_;              // of the current group
-  size_t left_in_group_ = 0;
+  size_t next_fetch_ = 0;   // experts_[0, next_fetch_) were fetched
+  size_t window_cap_ = 1;   // slots the layer may pin at once
+  struct Fetched {
+    size_t index;  // into experts_
+    ipc::SlotHandle handle;
+  };
+  std::vector<Fetched> window_;  // fetched, not yet handed out (in fetch order)
+  std::optional<Fetched> in_use_;  // handed out by the last next_ready()
   std::map<std::pair<int, int>, ipc::SlotHandle> singles_;  // expert() handles until release()
 };
 
