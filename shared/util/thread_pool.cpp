@@ -1,5 +1,7 @@
 #include "shared/util/thread_pool.h"
 
+#include "shared/util/error.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -18,7 +20,19 @@ namespace {
 // serial stretches; waking a blocked thread costs 10-15 us on this VM, which made a loop of
 // 30 us no faster on two threads than on one. Polling a little longer than the typical gap
 // keeps the worker awake through a step, and it still sleeps when compute waits on the disk.
-constexpr auto kPollFor = std::chrono::microseconds(150);
+// WASTE_POLL_US overrides it (0: block at once, as on a machine shared with other work).
+std::chrono::microseconds poll_for() {
+  static const std::chrono::microseconds value = [] {
+    const char* env = std::getenv("WASTE_POLL_US");
+    if (!env || !*env) return std::chrono::microseconds(150);
+    char* end = nullptr;
+    const long us = std::strtol(env, &end, 10);
+    if (*end != '\0' || us < 0 || us > 100000)
+      throw Error(std::string("WASTE_POLL_US: expected microseconds 0..100000, got '") + env + "'");
+    return std::chrono::microseconds(us);
+  }();
+  return value;
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -28,10 +42,11 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls `done` until it holds or kPollFor has passed; true if it held.
+// Polls `done` until it holds or poll_for() has passed; true if it held.
 template <typename Done>
 bool poll_until(Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kPollFor;
+  if (poll_for().count() == 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + poll_for();
   for (int i = 0;; ++i) {
     if (done()) return true;
     cpu_relax();
@@ -43,6 +58,7 @@ bool poll_until(Done done) {
 }  // namespace
 
 ThreadPool::ThreadPool(unsigned threads) {
+  poll_for();  // a bad WASTE_POLL_US is refused here, in the creating thread, not in a worker
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
