@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "iod/io/record_checksum.h"
+#include "shared/ipc/shm_huge_pages.h"
 #include "shared/util/error.h"
 #include "shared/util/timeline.h"
 
@@ -93,6 +94,13 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
   }
   ipc::SegmentLayout layout = ipc::segment_layout(o.slots, largest_record(container));
   segment_ = ipc::ShmSegment::create(segment_name, layout, instance_id, container.container_id());
+  const std::string huge = ipc::shm_huge_page_mode();
+  if (ipc::shm_huge_pages_enabled(huge))
+    spdlog::info("iod: /dev/shm huge pages: {} (the cache can sit on 2 MiB pages)", huge);
+  else if (huge != "unknown")
+    spdlog::warn("iod: /dev/shm has no huge pages (huge={}): the expert kernels read cached records up to 2x "
+                 "slower than from huge pages; as root: {}",
+                 huge, ipc::shm_huge_pages_hint());
   slot_info_.assign(o.slots, {});
   layer_counters_.assign(geometry_.moe_layer_count(), {});
   policy_ = cache::make_policy(o.policy, geometry_, o.prior);

@@ -1,5 +1,6 @@
 #include "shared/ipc/shm_segment.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <boost/interprocess/mapped_region.hpp>
@@ -74,6 +75,11 @@ ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layo
   }
   s.base_ = static_cast<uint8_t*>(s.impl_->region.get_address());
   s.bytes_ = layout.total_bytes;
+  // Huge pages where /dev/shm is mounted huge=advise (shm_huge_pages.h says why they matter);
+  // elsewhere a no-op, and a refusal costs nothing.
+#if defined(MADV_HUGEPAGE)
+  (void)::madvise(s.base_, s.bytes_, MADV_HUGEPAGE);
+#endif
   // The slot data is left to the kernel's zero pages: only the header and table are written.
   auto* h = new (s.base_) SegmentHeader{};
   h->magic = kSegmentMagic;

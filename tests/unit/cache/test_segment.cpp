@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include "shared/ipc/shm_huge_pages.h"
 #include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
 
@@ -38,4 +39,20 @@ TEST_CASE("open_read_only accepts the announced layout and refuses an inconsiste
     CHECK_THROWS_WITH_AS(ShmSegment::open_read_only(name, layout, 3), doctest::Contains("another container"),
                          waste::Error);
   }
+}
+
+TEST_CASE("huge page mode of /dev/shm from the mount table") {
+  const std::string plain = "proc /proc proc rw 0 0\ntmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0\n";
+  const std::string huge = "tmpfs /dev/shm tmpfs rw,relatime,size=24683620k,huge=within_size 0 0\n";
+  const std::string never = "always within_size advise [never] deny force\n";
+  CHECK_EQ(shm_huge_page_mode_of(plain, never), "never");
+  CHECK_EQ(shm_huge_page_mode_of(huge, never), "within_size");
+  CHECK_EQ(shm_huge_page_mode_of(plain + huge, never), "within_size");  // the last mount wins
+  CHECK_EQ(shm_huge_page_mode_of(huge + plain, never), "never");
+  CHECK_EQ(shm_huge_page_mode_of("proc /proc proc rw 0 0\n", never), "unknown");
+  CHECK_EQ(shm_huge_page_mode_of(plain, "always within_size advise never deny [force]\n"), "force");
+  CHECK(shm_huge_pages_enabled("within_size"));
+  CHECK(shm_huge_pages_enabled("advise"));
+  CHECK_FALSE(shm_huge_pages_enabled("never"));
+  CHECK_FALSE(shm_huge_pages_enabled("unknown"));
 }
