@@ -413,6 +413,48 @@ TEST_CASE("iod: fire-and-forget hints reach iod before the next fetch; a failing
   CHECK_EQ(iod.stop(), 0);
 }
 
+TEST_CASE("iod: one-way calls beyond the bound are dropped and counted while iod does not answer") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  PrivateIod iod(iod_args(model, 16), tmp / "run");
+  ipc::ExpertStoreClient client(iod.socket_path(), c.container_id(), 3);
+  std::vector<uint32_t> one = {1};
+  auto held = client.fetch(l0, one);
+  client.wait(held[0]);
+  // A stopped iod answers nothing: three hints fill the bound, the next calls are not sent.
+  REQUIRE_EQ(::kill(iod.pid(), SIGSTOP), 0);
+  struct Resume {  // on every exit path, or iod's SIGTERM at the end would wait forever
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{iod.pid()};
+  CHECK(client.prefetch_async(l0, std::vector<uint32_t>{2}));
+  CHECK(client.prefetch_async(l0, std::vector<uint32_t>{3}));
+  CHECK(client.prefetch_async(l0, std::vector<uint32_t>{4}));
+  CHECK_FALSE(client.prefetch_async(l0, std::vector<uint32_t>{5}));
+  CHECK_FALSE(client.prefetch_async(l0, std::vector<uint32_t>{6}));
+  CHECK_FALSE(client.release_async(held));  // the caller keeps the handle
+  {
+    const ipc::HintStats& h = client.hint_stats();
+    CHECK_EQ(h.sent, 3u);
+    CHECK_EQ(h.dropped, 2u);
+    CHECK_EQ(h.outstanding, 3u);
+    CHECK_EQ(h.failed, 0u);
+  }
+  REQUIRE_EQ(::kill(iod.pid(), SIGCONT), 0);
+  // The next call on the connection takes the three answers; the bound is free again.
+  client.release(held);
+  const ipc::HintStats& h = client.hint_stats();
+  CHECK_EQ(h.outstanding, 0u);
+  CHECK(client.prefetch_async(l0, std::vector<uint32_t>{7}));
+  auto s = client.stats();
+  CHECK_EQ(s["prefetch"]["issued"].get<uint64_t>(), 4u);  // 2, 3, 4 and 7; never 5 or 6
+  CHECK_EQ(h.sent, 4u);
+  CHECK_EQ(h.dropped, 2u);
+  CHECK_EQ(iod.stop(), 0);
+}
+
 TEST_CASE("iod: usage counts are saved at SIGTERM and pre-warm the next start") {
   TempDir tmp;
   std::string model = synth_tiny(tmp);
