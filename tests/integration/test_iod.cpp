@@ -69,6 +69,16 @@ void flip_byte(const std::string& path, uint64_t offset) {
   f.write(&ch, 1);
 }
 
+// A tiny synthetic model served by a private iod of `slots` slots; l0 is its first MoE layer.
+struct TinyIod {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  PrivateIod iod;
+  explicit TinyIod(uint32_t slots) : iod(iod_args(model, slots), tmp / "run") {}
+};
+
 // Polls stats until `pred` holds (bounded; the daemon notices a dead peer asynchronously).
 template <typename P>
 nlohmann::json wait_stats(ipc::ExpertStoreClient& c, P pred) {
@@ -387,11 +397,10 @@ TEST_CASE("iod: a read the dead ring abandoned fails once; the record is read ag
 }
 
 TEST_CASE("iod: fire-and-forget hints reach iod before the next fetch; a failing hint is counted, not thrown") {
-  TempDir tmp;
-  std::string model = synth_tiny(tmp);
-  Container c = Container::open(model);
-  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
-  PrivateIod iod(iod_args(model, 16), tmp / "run");
+  TinyIod t(16);
+  const Container& c = t.c;
+  const uint32_t l0 = t.l0;
+  PrivateIod& iod = t.iod;
   ipc::ExpertStoreClient client(iod.socket_path(), c.container_id(), 4);
   CHECK(client.prefetch_async(l0, std::vector<uint32_t>{5, 6}));
   CHECK_NOTHROW(client.prefetch_async(9999, std::vector<uint32_t>{0}));  // not a MoE layer
@@ -414,12 +423,10 @@ TEST_CASE("iod: fire-and-forget hints reach iod before the next fetch; a failing
 }
 
 TEST_CASE("iod: one-way calls beyond the bound are dropped and counted while iod does not answer") {
-  TempDir tmp;
-  std::string model = synth_tiny(tmp);
-  Container c = Container::open(model);
-  uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
-  PrivateIod iod(iod_args(model, 16), tmp / "run");
-  ipc::ExpertStoreClient client(iod.socket_path(), c.container_id(), 3);
+  TinyIod t(16);
+  const uint32_t l0 = t.l0;
+  PrivateIod& iod = t.iod;
+  ipc::ExpertStoreClient client(iod.socket_path(), t.c.container_id(), 3);
   std::vector<uint32_t> one = {1};
   auto held = client.fetch(l0, one);
   client.wait(held[0]);
