@@ -84,6 +84,7 @@ void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int6
   // rope part Q_h[r, r + dr) is filled by mla_attend once the positions are known.
   const int64_t dn = c.qk_nope, r = c.kv_lora_rank, width = r + c.qk_rope;
   p.qabs.assign(size_t(n * H * width), 0.0f);
+  p.latent.assign(size_t(n * H * r), 0.0f);  // summed into by mla_attend, session by session
   for_items(pool, heads_threaded(pool, H, H * n * dn * r), size_t(H), [&](size_t hh) {
     const int64_t h = int64_t(hh);
     matvec_transposed_accumulate(w.kv_b, h * (dn + c.v_head), dn, &p.q[size_t(h * qk)], H * qk, n,
@@ -120,7 +121,6 @@ void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, flo
   float* q = &p.q[size_t(row0) * H * qk];
   float* kv = &p.kv[size_t(row0) * width];
   float* qabs = &p.qabs[size_t(row0) * H * width];
-  p.latent.resize(p.qabs.size() / size_t(width) * size_t(r));
   float* latent_out = &p.latent[size_t(row0) * H * r];
 
   // New cache rows [c ; k^R]: the latent is normalised, the rope key rotated (NoPE models
@@ -150,7 +150,6 @@ void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, flo
   const int group = std::min(kMaxHeadGroup, (H + threads - 1) / threads);
   const int groups = (H + group - 1) / group;
   const SimdLevel level = simd_level();
-  std::fill_n(latent_out, size_t(n) * H * r, 0.0f);
   for_items(pool, threaded, size_t(n) * groups, [&](size_t item) {
     const int64_t t = int64_t(item) / groups;
     const int h0 = int(item % size_t(groups)) * group, G = std::min(group, H - h0);

@@ -32,7 +32,7 @@ struct MlaWeights {
 // the new cache rows' pre-norm [c ; k^R] kv [n, kv_lora + rope], K3's output gate
 // pre-activation [n, H v] (empty without one), the absorbed queries qabs [n, H, kv_lora + rope]
 // (W_UK^T q^N from mla_project, the rotated q^R from mla_attend) and the heads' attention-
-// weighted latent sums [n, H, kv_lora] (mla_attend).
+// weighted latent sums [n, H, kv_lora] (zeroed by mla_project, summed by mla_attend).
 struct MlaProjections {
   std::vector<float> q, kv, gate, qabs, latent;
 };

@@ -1,7 +1,5 @@
 #include "shared/util/thread_pool.h"
 
-#include "shared/util/error.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -9,6 +7,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+
+#include "shared/util/error.h"
 
 namespace waste {
 
