@@ -86,30 +86,6 @@ std::vector<uint32_t> Tokenizer::encode_markup(std::string_view markup) const {
   return out;
 }
 
-std::vector<uint32_t> Tokenizer::encode_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  std::vector<uint32_t> out;
-  if (config_.add_bos) out.push_back(*config_.bos_id);
-  for (const ChatSegment& seg : render_chat(config_.chat_format, messages, add_generation_prompt,
-                                            config_.default_system_message)) {
-    if (seg.special) {
-      auto id = special_id(seg.text);
-      require(id.has_value(), "chat: the tokenizer has no special token " + seg.text + " needed by the " +
-                                  chat_format_name(config_.chat_format) + " chat format");
-      out.push_back(*id);
-    } else {
-      encode_append(seg.text, out);
-    }
-  }
-  return out;
-}
-
-std::string Tokenizer::render_chat_text(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  std::string s;
-  if (config_.add_bos) s += token_bytes(*config_.bos_id);
-  return s + chat_segments_text(render_chat(config_.chat_format, messages, add_generation_prompt,
-                                            config_.default_system_message));
-}
-
 std::string Tokenizer::token_bytes(uint32_t id) const {
   if (ranks_.has_rank(id)) return std::string(ranks_.token_bytes(id));
   auto it = special_names_.find(id);

@@ -2,7 +2,8 @@
 // pre-tokenisation regex (pretokenize.h), plus special tokens and the chat template.
 //
 // Special tokens are never produced from user text: encode() treats "<|im_end|>" as ordinary
-// text. Only encode_markup() (trusted template text) and encode_chat() produce special ids.
+// text. Only encode_markup() (trusted template text) produces special ids; chat prompts are
+// rendered by shared/chat/render.h.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,7 +15,6 @@
 #include <vector>
 
 #include "shared/tokenizer/bpe_ranks.h"
-#include "shared/tokenizer/chat_format.h"
 #include "shared/tokenizer/pretokenize.h"
 #include "shared/tokenizer/tokenizer_config.h"
 
@@ -34,9 +34,6 @@ class Tokenizer {
   // Trusted template markup: every special token name in `markup` becomes its id (longest name
   // wins), the text between is encoded as plain text. Never pass user text here.
   std::vector<uint32_t> encode_markup(std::string_view markup) const;
-  // The chat template of this tokenizer's config, ready for prefill.
-  std::vector<uint32_t> encode_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
-  std::string render_chat_text(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
   // Byte concatenation; specials decode to their name. Throws Error for an id with no token.
   std::string decode(std::span<const uint32_t> ids) const;

@@ -11,6 +11,7 @@ void register_convert_command(CLI::App& app);     // convert        (tools/conve
 void register_iobench_command(CLI::App& app);     // iobench        (tools/waste/cmd_iobench_sim.cpp)
 void register_plan_command(CLI::App& app);        // plan           (tools/waste/cmd_plan.cpp)
 void register_tokenize_command(CLI::App& app);    // tokenize       (tools/waste/cmd_tokenize.cpp)
+void register_prompt_command(CLI::App& app);      // prompt         (tools/waste/cmd_prompt.cpp)
 void register_eval_command(CLI::App& app);        // eval           (tools/waste/cmd_eval.cpp)
 void register_run_command(CLI::App& app);         // run            (tools/waste/cmd_run.cpp)
 void register_bench_command(CLI::App& app);       // bench          (tools/waste/cmd_bench.cpp)

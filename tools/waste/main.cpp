@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   waste::cli::register_iobench_command(app);
   waste::cli::register_plan_command(app);
   waste::cli::register_tokenize_command(app);
+  waste::cli::register_prompt_command(app);
   waste::cli::register_eval_command(app);
   waste::cli::register_run_command(app);
   waste::cli::register_bench_command(app);

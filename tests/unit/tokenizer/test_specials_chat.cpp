@@ -90,43 +90,6 @@ TEST_CASE("special token text in user text stays plain text") {
   CHECK(t.decode(markup) == "<|im_user|>user<|im_middle|>hi<|im_end|>");
 }
 
-TEST_CASE("Kimi chat template") {
-  const Tokenizer& t = kimi_over_o200k();
-  std::vector<ChatMessage> chat = {{"user", "Hello <|im_end|> there", ""}};
-  const std::string text = t.render_chat_text(chat, true);
-  CHECK(text ==
-        "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>"
-        "<|im_user|>user<|im_middle|>Hello <|im_end|> there<|im_end|>"
-        "<|im_assistant|>assistant<|im_middle|>");
-  auto ids = t.encode_chat(chat, true);
-  const uint32_t sys = sid(t, "<|im_system|>"), usr = sid(t, "<|im_user|>"), asst = sid(t, "<|im_assistant|>"),
-                 mid = sid(t, "<|im_middle|>"), end = sid(t, "<|im_end|>");
-  CHECK(ids == concat({{sys}, t.encode("system"), {mid}, t.encode("You are Kimi, an AI assistant created by Moonshot AI."),
-                       {end, usr}, t.encode("user"), {mid}, t.encode("Hello <|im_end|> there"), {end, asst},
-                       t.encode("assistant"), {mid}}));
-  // Exactly two <|im_end|> ids: the one inside the user's text is text.
-  CHECK(std::count(ids.begin(), ids.end(), end) == 2);
-  CHECK(t.decode(ids) == text);
-
-  // A leading system message replaces the default; tool results get their header.
-  std::vector<ChatMessage> chat2 = {{"system", "Be brief.", ""}, {"user", "2+2?", ""}, {"assistant", "4", ""},
-                                    {"tool", "ok", "call_1"}};
-  CHECK(t.render_chat_text(chat2, false) ==
-        "<|im_system|>system<|im_middle|>Be brief.<|im_end|>"
-        "<|im_user|>user<|im_middle|>2+2?<|im_end|>"
-        "<|im_assistant|>assistant<|im_middle|>4<|im_end|>"
-        "<|im_system|>tool<|im_middle|>## Return of call_1\nok<|im_end|>");
-  CHECK_THROWS_AS(t.encode_chat({{"narrator", "x", ""}}, false), Error);
-}
-
-TEST_CASE("K3 chat template (provisional markup)") {
-  Tokenizer t(synthetic(), tokenizer_config_for(TokenizerFamily::K3), "k3");
-  std::vector<ChatMessage> chat = {{"user", "Hi", ""}};
-  CHECK(t.render_chat_text(chat, true) == "<|open|>user<|sep|>Hi<|end_of_msg|><|open|>assistant<|sep|>");
-  auto ids = t.encode_chat(chat, true);
-  CHECK(ids == concat({{163587}, t.encode("user"), {163589}, t.encode("Hi"), {163586, 163587}, t.encode("assistant"),
-                       {163589}}));
-}
 
 TEST_CASE("tokenizer_config.json round trip and errors") {
   const auto dir = std::filesystem::temp_directory_path() / ("waste-tok-test-" + std::to_string(::getpid()));
