@@ -85,8 +85,8 @@ std::vector<int32_t> Engine::encode(std::string_view text) const {
   return {ids.begin(), ids.end()};
 }
 
-std::vector<int32_t> Engine::encode_chat(const std::vector<tok::ChatMessage>& messages) const {
-  const std::vector<uint32_t> ids = tokenizer().encode_chat(messages, true);
+std::vector<int32_t> Engine::encode_chat(const chat::ChatRequest& request) const {
+  const std::vector<uint32_t> ids = chat::encode_prompt(tokenizer(), request);
   return {ids.begin(), ids.end()};
 }
 

@@ -19,6 +19,7 @@
 
 #include "compute/model/model.h"
 #include "compute/sampler.h"
+#include "shared/chat/render.h"
 #include "shared/container/reader.h"
 #include "shared/tokenizer/tokenizer.h"
 
@@ -76,7 +77,7 @@ class Engine {
   // Plain text (never produces special tokens) and chat messages (template markup + the
   // generation prompt), as model ids.
   std::vector<int32_t> encode(std::string_view text) const;
-  std::vector<int32_t> encode_chat(const std::vector<tok::ChatMessage>& messages) const;
+  std::vector<int32_t> encode_chat(const chat::ChatRequest& request) const;
 
   // Feeds ids through the model in chunks of options().prefill_chunk. logits: [vocab] (Last) or
   // [ids.size(), vocab] (All).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "shared/util/error.h"
@@ -35,18 +36,31 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
+void apply_presence_frequency_penalty(std::span<float> logits, std::span<const int32_t> generated, float presence,
+                                      float frequency) {
+  if (presence == 0.0f && frequency == 0.0f) return;
+  std::unordered_map<int32_t, int> count;
+  for (int32_t id : generated)
+    if (id >= 0 && size_t(id) < logits.size()) ++count[id];
+  for (const auto& [id, n] : count) logits[size_t(id)] -= presence + frequency * float(n);
+}
+
 Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {
   require(std::isfinite(p.temperature), "sampling: temperature must be finite");
   require(p.top_k >= 0, "sampling: top_k must be >= 0");
   require(p.top_p > 0.0f && p.top_p <= 1.0f, "sampling: top_p must be in (0, 1]");
   require(p.min_p >= 0.0f && p.min_p < 1.0f, "sampling: min_p must be in [0, 1)");
   require(p.repetition_penalty > 0.0f, "sampling: repetition_penalty must be > 0");
+  require(std::isfinite(p.presence_penalty) && std::isfinite(p.frequency_penalty), "sampling: penalties must be finite");
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated_from) {
   require(!logits.empty(), "sampling: empty logits");
   work_.assign(logits.begin(), logits.end());
   apply_repetition_penalty(work_, history, params_.repetition_penalty, params_.repetition_window);
+  if (generated_from < history.size())
+    apply_presence_frequency_penalty(work_, history.subspan(generated_from), params_.presence_penalty,
+                                     params_.frequency_penalty);
   if (params_.temperature <= 0.0f || params_.top_k == 1) return argmax(work_);
 
   // Candidates in decreasing logit order (ties: lower id first) when a filter needs ranks;

@@ -19,6 +19,10 @@ struct SamplingParams {
   float min_p = 0.0f;              // drop tokens with p < min_p * p_max; 0: off
   float repetition_penalty = 1.0f; // CTRL-style on ids in the recent history; 1: off
   int repetition_window = 256;     // how many recent ids the penalty looks at
+  // OpenAI's: each id generated so far loses presence_penalty + frequency_penalty x its count
+  // from its logit; 0: off. Over this request's generated ids (as vLLM does), not the prompt.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   uint64_t seed = 0;
   int max_tokens = 256;
   std::vector<std::string> stop;   // generation ends before the first occurrence of any
@@ -27,8 +31,9 @@ struct SamplingParams {
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
-  // Picks the next id from logits[vocab]; `history` is every id so far (prompt + generated).
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // Picks the next id from logits[vocab]; `history` is every id so far (prompt + generated),
+  // history[generated_from..] the generated ones.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated_from = 0);
   const SamplingParams& params() const { return params_; }
 
  private:
@@ -41,6 +46,10 @@ class Sampler {
 // Applies the repetition penalty in place: for each distinct id among the last `window` of
 // history, a positive logit is divided by `penalty`, a negative one multiplied.
 void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history, float penalty, int window);
+
+// Subtracts presence + frequency x count from the logit of every id in `generated`.
+void apply_presence_frequency_penalty(std::span<float> logits, std::span<const int32_t> generated, float presence,
+                                      float frequency);
 
 // Streams generated text through, holding back any tail that could still become a stop string.
 class StopMatcher {

@@ -31,9 +31,43 @@ struct SessionOptions {
   context @0 :UInt32;         # tokens; 0 = the engine's default
 }
 
+# One message of a chat request (shared/chat/chat_request.h has the meaning of each field).
+struct ContentPart {
+  text @0 :Text;              # the text, or for an image its reference (URL or data URL)
+  image @1 :Bool;
+}
+
+struct ToolCall {
+  id @0 :Text;
+  hasId @1 :Bool;
+  name @2 :Text;
+  arguments @3 :Text;         # JSON text as the client sent it (may not parse: rendered raw)
+}
+
 struct ChatMessage {
   role @0 :Text;              # system, user, assistant, tool
-  content @1 :Text;
+  content @1 :Text;           # a text-only message; ignored when `parts` is not empty
+  parts @2 :List(ContentPart);
+  name @3 :Text;              # "" = none
+  reasoning @4 :Text;         # assistant: reasoning_content
+  toolCalls @5 :List(ToolCall);  # assistant
+  toolCallId @6 :Text;        # tool: the call it answers
+  hasToolCallId @7 :Bool;
+  tool @8 :Text;              # tool: the tool's name, when the client gave it
+  hasTool @9 :Bool;
+  toolsJson @10 :Text;        # system: tools declared mid-conversation (a JSON array); "" = none
+}
+
+# The request-level chat fields (OpenAI's and K3's own).
+struct ChatOptions {
+  toolsJson @0 :Text;         # JSON array of {"type": "function", "function": {...}}; "" = none
+  toolChoice @1 :Text;        # "" (not given), auto, none, required, or "function:NAME"
+  responseFormat @2 :Text;    # "" / text, json_object, json_schema
+  schemaJson @3 :Text;        # json_schema: the schema
+  thinking @4 :Bool = true;
+  thinkingGiven @5 :Bool;
+  thinkingEffort @6 :Text;    # "" = none; low, high, max
+  addGenerationPrompt @7 :Bool = true;
 }
 
 struct GenerateRequest {
@@ -50,7 +84,12 @@ struct GenerateRequest {
   minP @7 :Float32;
   repetitionPenalty @8 :Float32 = 1.0;
   seed @9 :UInt64;
-  stop @10 :List(Text);       # generation ends before the first occurrence of any
+  stop @10 :List(Text);       # generation ends before the first occurrence of any (in content)
+  chatOptions @11 :ChatOptions;  # with a chat prompt: tools, tool_choice, response_format, thinking
+  presencePenalty @12 :Float32;  # OpenAI's: minus this from the logit of every id generated so far
+  frequencyPenalty @13 :Float32; # ... and this times how often it was generated
+  logprobs @14 :Bool;         # report each generated token's log probability
+  topLogprobs @15 :UInt32;    # and this many most likely alternatives (at most 20)
 }
 
 struct GenerateStats {
@@ -64,6 +103,7 @@ struct GenerateStats {
   misses @7 :UInt64;
   bytesRead @8 :UInt64;
   stopReason @9 :Text;        # max_tokens, stop_token, stop_string, context, cancelled
+  toolCalls @10 :UInt32;      # tool calls in the reply (a chat): finish_reason "tool_calls"
 }
 
 struct SessionStats {
@@ -104,10 +144,33 @@ struct EngineStats {
   maxBatch @19 :UInt32;       # the most sessions in one step
 }
 
+struct ToolCallDelta {
+  index @0 :UInt32;           # of the call in the reply, from 0
+  id @1 :Text;                # set in a call's first delta only
+  name @2 :Text;              # set in a call's first delta only
+  arguments @3 :Text;         # the next piece of the arguments (JSON text)
+}
+
+struct TopLogprob {
+  id @0 :Int32;
+  bytes @1 :Data;             # the token's bytes (may be part of a UTF-8 character)
+  logprob @2 :Float32;
+}
+
+struct TokenLogprob {
+  logprob @0 :Float32;        # of the generated token, in the model's distribution (temperature 1)
+  top @1 :List(TopLogprob);   # the most likely ids, most likely first
+  bytes @2 :Data;             # the generated token's bytes (a special token: its name)
+}
+
 interface TokenSink {
-  # One generated token and the text it completes (may be empty: a partial UTF-8 character or a
-  # held-back possible stop string; id -1 carries held-back text at the end). Flow-controlled.
-  token @0 (id :Int32, text :Text) -> stream;
+  # One generated token. `text` is what it adds to the reply's content: the parsed reply of a
+  # chat (never markup, never a special token), the decoded text otherwise; it may be empty (a
+  # partial UTF-8 character, a held-back possible stop string, markup). id -1 carries held-back
+  # text at the end. `reasoning` and `toolCalls` are what it adds to the reasoning channel and
+  # the tool calls of a chat reply; `logprob` is set when the request asked for logprobs.
+  # Flow-controlled.
+  token @0 (id :Int32, text :Text, reasoning :Text, toolCalls :List(ToolCallDelta), logprob :TokenLogprob) -> stream;
 }
 
 interface Session {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,27 @@ void add(ExpertSourceStats& a, const ExpertSourceStats& b) {
   a.hits += b.hits;
   a.misses += b.misses;
   a.bytes_read += b.bytes_read;
+}
+
+// log softmax at temperature 1 of the model's logits: the generated id's and the best `top`.
+TokenLogprob logprob_of(const std::vector<float>& logits, int32_t id, int top) {
+  float m = -INFINITY;
+  for (float l : logits) m = std::max(m, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - double(m));
+  const double lse = double(m) + std::log(sum);
+  TokenLogprob out;
+  out.logprob = float(double(logits[size_t(id)]) - lse);
+  if (top > 0) {
+    std::vector<int32_t> order(logits.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+    const size_t n = std::min(order.size(), size_t(top));
+    std::partial_sort(order.begin(), order.begin() + ptrdiff_t(n), order.end(), [&](int32_t a, int32_t b) {
+      return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+    });
+    for (size_t i = 0; i < n; ++i) out.top.push_back({order[i], float(double(logits[size_t(order[i])]) - lse)});
+  }
+  return out;
 }
 
 constexpr const char* kSaveFormat = "waste-session-1";
@@ -74,9 +96,16 @@ struct EngineService::Job {
   std::optional<Sampler> sampler;
   std::optional<StopMatcher> stops;
   std::optional<tok::DecodeStream> text;
+  ReplyOptions reply;
+  std::optional<reply::ReplyParser> parser;
+  std::optional<ReplyConstraint> constraint;
+  std::vector<float> masked;     // the logits with the constraint's mask applied
+  size_t generated_from = 0;     // history[generated_from..] is what this request generated
   std::vector<int32_t> history;  // this request's prompt + generated (the sampler's penalty window)
   std::vector<float> logits;     // of the last token fed: what the next sample reads
   int32_t next = 0;              // the token fed in this step (decoding)
+  std::vector<uint32_t> test_reply;  // ServiceOptions::test_reply's ids
+  size_t test_reply_at = 0;
   size_t pending = 0;            // tokens fed in this step
   Clock::time_point submitted, started, decode_started;
   bool has_started = false;
@@ -134,6 +163,10 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     engine_ = std::make_unique<Engine>(eo);
     config_ = engine_->config();
     trunk_bytes_ = engine_->trunk_resident_bytes();
+    if (!options_.test_reply.empty()) {
+      require(engine_->has_tokenizer(), "WASTE_COMPUTE_TEST_REPLY needs a model with a tokenizer");
+      test_reply_ids_ = engine_->tokenizer().encode_markup(options_.test_reply);
+    }
   } catch (...) {
     iod_.reset();
     ready->set_exception(std::current_exception());
@@ -292,6 +325,22 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
   }
 }
 
+int32_t EngineService::next_id(Job& j) {
+  if (j.test_reply_at < j.test_reply.size()) return int32_t(j.test_reply[j.test_reply_at++]);
+  int32_t id = j.sampler->sample(j.logits, j.history, j.generated_from);
+  if (j.constraint && !j.constraint->allows(uint32_t(id))) {
+    j.masked = j.logits;
+    j.constraint->mask(j.masked);
+    id = j.sampler->sample(j.masked, j.history, j.generated_from);
+  }
+  return id;
+}
+
+std::shared_ptr<const constrain::TokenVocabulary> EngineService::grammar_vocabulary() const {
+  std::call_once(vocab_once_, [&] { vocab_ = std::make_shared<const constrain::TokenVocabulary>(engine_->tokenizer()); });
+  return vocab_;
+}
+
 void EngineService::ensure_model_session(SessionState& s) {
   if (!s.model) s.model.emplace(engine_->new_session(s.context));
 }
@@ -333,16 +382,30 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
       return Plan::Feed;
     }
     // One token: sample from the last logits, hand it out, feed it unless generation ends.
-    const int32_t id = j.sampler->sample(j.logits, j.history);
+    const int32_t id = next_id(j);
     j.history.push_back(id);
     ++j.out.tokens;
+    if (j.constraint) j.constraint->accept(uint32_t(id));
     if (tk && tk->is_stop(uint32_t(id))) {
       j.out.stop_reason = "stop_token";
     } else {
+      TokenEvent ev;
+      ev.id = id;
+      if (j.reply.top_logprobs >= 0) ev.logprob = logprob_of(j.logits, id, j.reply.top_logprobs);
       std::string piece;
-      if (j.text && uint32_t(id) < tk->vocab_size()) piece = j.text->push(uint32_t(id));
-      j.cb.token(id, j.stops->push(piece));
+      if (j.parser) {
+        reply::ReplyDelta d = j.parser->push(uint32_t(id));
+        piece = std::move(d.content);
+        ev.reasoning = std::move(d.reasoning);
+        ev.tool_calls = std::move(d.tool_calls);
+      } else if (j.text && uint32_t(id) < tk->vocab_size() && !tk->is_special(uint32_t(id))) {
+        // Special ids are never text: markup of a raw completion is not shown.
+        piece = j.text->push(uint32_t(id));
+      }
+      ev.text = j.stops->push(piece);
+      j.cb.token(std::move(ev));
       if (j.stops->stopped()) j.out.stop_reason = "stop_string";
+      else if (!j.test_reply.empty() && j.test_reply_at >= j.test_reply.size()) j.out.stop_reason = "stop_token";
       else if (j.cancel->load()) j.out.stop_reason = "cancelled";
       else if (j.out.tokens >= j.params.max_tokens) j.out.stop_reason = "max_tokens";
       else if (s.model->position() >= s.model->max_context()) j.out.stop_reason = "context";
@@ -379,7 +442,21 @@ bool EngineService::fed(Job& j) {
       j.out.prefill_seconds = seconds_between(j.started, j.decode_started);
       j.sampler.emplace(j.params);
       j.stops.emplace(j.params.stop);
-      if (engine_->has_tokenizer()) j.text.emplace(engine_->tokenizer());
+      if (engine_->has_tokenizer()) {
+        const tok::Tokenizer& t = engine_->tokenizer();
+        j.text.emplace(t);
+        if (j.reply.chat) {
+          reply::ParserOptions po;
+          po.format = t.config().chat_format;
+          po.thinking = j.reply.thinking;
+          po.call_id_prefix = j.reply.call_id_prefix;
+          j.parser.emplace(t, po);
+        }
+        if (j.reply.constraint.kind != ConstraintSpec::Kind::None)
+          j.constraint.emplace(t, grammar_vocabulary(), j.reply.thinking, j.reply.constraint);
+      }
+      j.generated_from = j.history.size();
+      j.test_reply.assign(test_reply_ids_.begin(), test_reply_ids_.end());
       if (j.params.max_tokens <= 0) {
         j.out.stop_reason = "max_tokens";
         ended = true;
@@ -400,11 +477,24 @@ bool EngineService::fed(Job& j) {
 
 void EngineService::finish(Job& j, std::string error) {
   if (error.empty() && j.stops && !j.stops->stopped()) {
-    // Whatever text was held back (a partial character, a tail that did not become a stop).
-    std::string rest = j.stops->push(j.text ? j.text->flush() : std::string());
-    rest += j.stops->flush();
-    if (!rest.empty()) j.cb.token(-1, rest);
+    // Whatever was held back (a partial character, an open element, a tail that did not become
+    // a stop).
+    TokenEvent ev;
+    ev.id = -1;
+    std::string rest;
+    if (j.parser) {
+      reply::ReplyDelta d = j.parser->finish();
+      rest = std::move(d.content);
+      ev.reasoning = std::move(d.reasoning);
+      ev.tool_calls = std::move(d.tool_calls);
+    } else if (j.text) {
+      rest = j.text->flush();
+    }
+    ev.text = j.stops->push(rest);
+    ev.text += j.stops->flush();
+    if (!ev.text.empty() || !ev.reasoning.empty() || !ev.tool_calls.empty()) j.cb.token(std::move(ev));
   }
+  if (j.parser) j.out.tool_calls = uint32_t(j.parser->reply().tool_calls.size());
   if (j.decoding) j.out.decode_seconds = seconds_between(j.decode_started, Clock::now());
   j.out.error = std::move(error);
   if (!j.out.error.empty()) j.out.stop_reason = "error";
@@ -480,7 +570,9 @@ SessionSnapshot EngineService::snapshot(uint64_t session) const {
 }
 
 void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params,
-                             std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb) {
+                             ReplyOptions reply, std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb) {
+  require(!reply.chat || engine_->has_tokenizer(), "generate: a chat reply needs the model's tokenizer");
+  require(reply.top_logprobs <= 20, "top_logprobs must be at most 20");
   require(!prompt.empty(), "generate: empty prompt");
   for (int32_t id : prompt)
     require(id >= 0 && id < config_.vocab, "generate: token id " + std::to_string(id) + " is outside the vocabulary of " +
@@ -501,6 +593,7 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
                                    " already used)");
     j->s = s;
     j->params = params;
+    j->reply = std::move(reply);
     j->cancel = cancel;
     j->cb = std::move(cb);
     j->history = prompt;

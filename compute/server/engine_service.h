@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "compute/engine.h"
+#include "compute/reply_constraint.h"
+#include "shared/reply/reply_parser.h"
 
 namespace waste::server {
 
@@ -48,6 +50,10 @@ struct ServiceOptions {
   // Test hook (env WASTE_COMPUTE_TEST_STEP_DELAY_MS): a pause after every step, so that a tiny
   // model's reply lasts long enough for a test to interrupt it mid-stream. 0: none.
   int step_delay_ms = 0;
+  // Test hook (env WASTE_COMPUTE_TEST_REPLY): every reply is these ids (template markup text,
+  // encoded with its special tokens) instead of sampled ones, then it stops; so a test on a
+  // random-weight model can check how a given reply (a tool call, reasoning) reaches a client.
+  std::string test_reply;
 };
 
 struct SessionCounters {
@@ -82,11 +88,35 @@ struct GenerateOutcome {
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   ExpertSourceStats experts;
   std::string stop_reason;    // max_tokens, stop_token, stop_string, context, cancelled
+  uint32_t tool_calls = 0;    // in the parsed reply of a chat
+};
+
+struct TokenLogprob {
+  float logprob = 0;                           // of the generated id
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
+// What one generated token adds to the reply. A chat's reply is parsed by token id
+// (shared/reply/): `text` is content only; markup and special ids never appear in it.
+struct TokenEvent {
+  int32_t id = 0;  // -1: held-back text at the end
+  std::string text, reasoning;
+  std::vector<reply::ToolCallDelta> tool_calls;
+  std::optional<TokenLogprob> logprob;
+};
+
+// How a request's reply is read and shaped beyond sampling.
+struct ReplyOptions {
+  bool chat = false;        // parse the reply in the tokenizer's chat format
+  bool thinking = true;     // K3: the prompt opened the think element
+  std::string call_id_prefix = "call_";
+  ConstraintSpec constraint;  // kind None: free
+  int top_logprobs = -1;    // -1: no logprobs; else this many alternatives (<= 20)
 };
 
 // What a generate request reports back, all called on the worker thread.
 struct GenerateCallbacks {
-  std::function<void(int32_t id, std::string text)> token;
+  std::function<void(TokenEvent)> token;
   std::function<bool()> backed_up;   // true: the client is behind; skip this request for a round
   std::function<void(GenerateOutcome)> done;
 };
@@ -122,8 +152,10 @@ class EngineService {
 
   // Queues a generation; refuses when the session is busy, the queue is full, or the prompt
   // does not fit the session's context. `cancel` may be set at any time to end it.
-  void generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params,
+  void generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params, ReplyOptions reply,
                 std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb);
+  // The vocabulary grammars mask, built once on first use (thread-safe).
+  std::shared_ptr<const constrain::TokenVocabulary> grammar_vocabulary() const;
   void cancel(uint64_t session);
 
   // Runs on the worker between rounds; `done` gets "" or the error. reset / save / load.
@@ -149,6 +181,9 @@ class EngineService {
   // whether the job feeds tokens this step (`item`), waits, or has ended (finished already).
   // prefill_taken: a prefill chunk is already in this step.
   Plan plan(Job& j, bool& prefill_taken, BatchItem& item);
+  // The next id of a decoding job: the test reply's, else sampled (through the constraint's
+  // mask when the sample is not allowed, so greedy stays exact).
+  int32_t next_id(Job& j);
   // After the forward: records what the job fed; false when the job ended (finished already).
   bool fed(Job& j);
   void fail(Job& j, const std::string& error);  // resets the session's state, then finish()
@@ -181,6 +216,9 @@ class EngineService {
   uint32_t max_batch_ = 0;
   ExpertSourceStats expert_stats_;  // as of the end of the worker's last step
   std::function<void()> on_stopped_;
+  std::vector<uint32_t> test_reply_ids_;
+  mutable std::once_flag vocab_once_;
+  mutable std::shared_ptr<const constrain::TokenVocabulary> vocab_;
   std::thread worker_;
 };
 

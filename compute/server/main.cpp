@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
     so.start_gate = std::strtoul(v, nullptr, 10);
     spdlog::warn("compute: test hook: no step runs until {} requests are running", so.start_gate);
   }
+  if (const char* v = std::getenv("WASTE_COMPUTE_TEST_REPLY"); v && *v) {
+    so.test_reply = v;
+    spdlog::warn("compute: test hook: every reply is the ids of {:?}", so.test_reply);
+  }
   if (const char* v = std::getenv("WASTE_COMPUTE_TEST_STEP_DELAY_MS"); v && *v) {
     so.step_delay_ms = std::atoi(v);
     spdlog::warn("compute: test hook: {} ms pause after every step", so.step_delay_ms);

@@ -3,11 +3,14 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cmath>
+#include <optional>
 #include <deque>
 #include <map>
 
 #include "proto/engine.capnp.h"
+#include "shared/chat/render.h"
 #include "shared/util/error.h"
 
 namespace waste::server {
@@ -42,8 +45,8 @@ using PumpRegistry = std::map<uint64_t, SinkPump*>;  // main thread only
 class SinkPump final : public kj::TaskSet::ErrorHandler {
  public:
   SinkPump(proto::TokenSink::Client sink, std::shared_ptr<std::atomic<bool>> cancel, PumpRegistry& registry,
-           uint64_t key)
-      : sink_(kj::mv(sink)), cancel_(std::move(cancel)), registry_(registry), key_(key), tasks_(*this) {
+           uint64_t key, const tok::Tokenizer* tokenizer)
+      : sink_(kj::mv(sink)), cancel_(std::move(cancel)), registry_(registry), key_(key), tokenizer_(tokenizer), tasks_(*this) {
     registry_[key_] = this;
   }
   ~SinkPump() noexcept(false) { registry_.erase(key_); }
@@ -51,9 +54,9 @@ class SinkPump final : public kj::TaskSet::ErrorHandler {
   std::shared_ptr<std::atomic<int>> unsent() const { return unsent_; }
   bool failed() const { return failed_; }
 
-  void push(int32_t id, std::string text) {
+  void push(TokenEvent ev) {
     if (failed_) return;
-    queue_.emplace_back(id, std::move(text));
+    queue_.push_back(std::move(ev));
     unsent_->fetch_add(1);
     if (!sending_) send_next();
   }
@@ -77,11 +80,39 @@ class SinkPump final : public kj::TaskSet::ErrorHandler {
       return;
     }
     sending_ = true;
-    auto [id, text] = std::move(queue_.front());
+    TokenEvent ev = std::move(queue_.front());
     queue_.pop_front();
     auto req = sink_.tokenRequest();
-    req.setId(id);
-    req.setText(text);
+    req.setId(ev.id);
+    req.setText(ev.text);
+    req.setReasoning(ev.reasoning);
+    if (!ev.tool_calls.empty()) {
+      auto tcs = req.initToolCalls(unsigned(ev.tool_calls.size()));
+      for (size_t i = 0; i < ev.tool_calls.size(); ++i) {
+        tcs[unsigned(i)].setIndex(uint32_t(ev.tool_calls[i].index));
+        tcs[unsigned(i)].setId(ev.tool_calls[i].id);
+        tcs[unsigned(i)].setName(ev.tool_calls[i].name);
+        tcs[unsigned(i)].setArguments(ev.tool_calls[i].arguments);
+      }
+    }
+    if (ev.logprob) {
+      auto lp = req.initLogprob();
+      lp.setLogprob(ev.logprob->logprob);
+      if (tokenizer_ && ev.id >= 0 && uint32_t(ev.id) < tokenizer_->vocab_size()) {
+        const std::string b = tokenizer_->token_bytes(uint32_t(ev.id));
+        lp.setBytes(kj::arrayPtr(reinterpret_cast<const kj::byte*>(b.data()), b.size()));
+      }
+      auto top = lp.initTop(unsigned(ev.logprob->top.size()));
+      for (size_t i = 0; i < ev.logprob->top.size(); ++i) {
+        const auto [tid, l] = ev.logprob->top[i];
+        top[unsigned(i)].setId(tid);
+        top[unsigned(i)].setLogprob(l);
+        if (tokenizer_ && uint32_t(tid) < tokenizer_->vocab_size() && !tokenizer_->is_special(uint32_t(tid))) {
+          const std::string b = tokenizer_->token_bytes(uint32_t(tid));
+          top[unsigned(i)].setBytes(kj::arrayPtr(reinterpret_cast<const kj::byte*>(b.data()), b.size()));
+        }
+      }
+    }
     tasks_.add(req.send().then([this] {
       unsent_->fetch_sub(1);
       send_next();
@@ -105,7 +136,8 @@ class SinkPump final : public kj::TaskSet::ErrorHandler {
   std::shared_ptr<std::atomic<bool>> cancel_;
   PumpRegistry& registry_;
   uint64_t key_;
-  std::deque<std::pair<int32_t, std::string>> queue_;
+  const tok::Tokenizer* tokenizer_;  // the bytes of top logprob ids
+  std::deque<TokenEvent> queue_;
   std::shared_ptr<std::atomic<int>> unsent_ = std::make_shared<std::atomic<int>>(0);
   bool sending_ = false, failed_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> waiter_;
@@ -120,26 +152,122 @@ struct ServerState {
   uint64_t next_pump = 1;
 };
 
-// A chat turn appended to a session that already holds a conversation: the same template
-// without a second default system message and without BOS.
-std::vector<int32_t> encode_chat_continuation(const tok::Tokenizer& tk, const std::vector<tok::ChatMessage>& msgs) {
-  std::vector<uint32_t> out;
-  for (const tok::ChatSegment& seg : tok::render_chat(tk.config().chat_format, msgs, true, "")) {
-    if (seg.special) {
-      auto id = tk.special_id(seg.text);
-      require(id.has_value(), "chat: the tokenizer has no special token " + seg.text);
-      out.push_back(*id);
-    } else {
-      tk.encode_append(seg.text, out);
-    }
-  }
-  return {out.begin(), out.end()};
-}
-
 const tok::Tokenizer& need_tokenizer(EngineService& svc) {
   const tok::Tokenizer* tk = svc.tokenizer();
   require(tk != nullptr, "this model has no tokenizer: send token ids");
   return *tk;
+}
+
+chat::Json json_field(capnp::Text::Reader t, const std::string& where) {
+  if (t.size() == 0) return nullptr;
+  chat::Json j = chat::Json::parse(std::string_view(t.cStr(), t.size()), nullptr, false);
+  if (j.is_discarded()) throw chat::RequestError(where, "is not valid JSON");
+  return j;
+}
+
+// The chat request of an RPC, checked as parse_chat_request checks an HTTP body.
+chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, proto::ChatOptions::Reader o) {
+  chat::ChatRequest r;
+  for (auto m : msgs) {
+    chat::Message msg;
+    msg.role = m.getRole().cStr();
+    if (msg.role == "developer") msg.role = "system";
+    require(msg.role == "system" || msg.role == "user" || msg.role == "assistant" || msg.role == "tool",
+            "chat: unknown role '" + msg.role + "' (expected system, user, assistant or tool)");
+    if (m.getParts().size() > 0) {
+      for (auto part : m.getParts())
+        msg.content.push_back({part.getImage() ? chat::ContentPart::Kind::Image : chat::ContentPart::Kind::Text,
+                               part.getText().cStr()});
+    } else if (m.getContent().size() > 0) {
+      msg.content.push_back({chat::ContentPart::Kind::Text, m.getContent().cStr()});
+    }
+    msg.name = m.getName().cStr();
+    msg.reasoning = m.getReasoning().cStr();
+    for (auto tc : m.getToolCalls()) {
+      chat::ToolCall call;
+      if (tc.getHasId()) call.id = tc.getId().cStr();
+      call.name = tc.getName().cStr();
+      call.arguments = tc.getArguments().cStr();
+      msg.tool_calls.push_back(std::move(call));
+    }
+    if (m.getHasToolCallId()) msg.tool_call_id = m.getToolCallId().cStr();
+    if (m.getHasTool()) msg.tool = m.getTool().cStr();
+    msg.tools = json_field(m.getToolsJson(), "messages.tools");
+    r.messages.push_back(std::move(msg));
+  }
+  r.tools = json_field(o.getToolsJson(), "tools");
+  const std::string choice = o.getToolChoice().cStr();
+  r.tool_choice.given = !choice.empty();
+  if (choice == "none") r.tool_choice.mode = chat::ToolChoice::Mode::None;
+  else if (choice == "required") r.tool_choice.mode = chat::ToolChoice::Mode::Required;
+  else if (choice.rfind("function:", 0) == 0) {
+    r.tool_choice.mode = chat::ToolChoice::Mode::Named;
+    r.tool_choice.name = choice.substr(9);
+  } else require(choice.empty() || choice == "auto", "tool_choice: unknown value '" + choice + "'");
+  const std::string rf = o.getResponseFormat().cStr();
+  if (rf == "json_object") r.response_format.type = chat::ResponseFormat::Type::JsonObject;
+  else if (rf == "json_schema") {
+    r.response_format.type = chat::ResponseFormat::Type::JsonSchema;
+    r.response_format.schema = json_field(o.getSchemaJson(), "response_format.json_schema.schema");
+  } else require(rf.empty() || rf == "text", "response_format: unknown type '" + rf + "'");
+  r.thinking = o.getThinking();
+  r.thinking_given = o.getThinkingGiven();
+  r.thinking_effort = o.getThinkingEffort().cStr();
+  r.add_generation_prompt = o.getAddGenerationPrompt();
+  return r;
+}
+
+// The tool's parameters schema (an empty object schema when it declares none).
+chat::Json tool_parameters(const chat::ChatRequest& r, const std::string& name) {
+  auto find_in = [&](const chat::Json& tools) -> std::optional<chat::Json> {
+    if (!tools.is_array()) return std::nullopt;
+    for (const auto& t : tools)
+      if (t["function"]["name"] == name)
+        return t["function"].contains("parameters") && !t["function"]["parameters"].is_null()
+                   ? t["function"]["parameters"]
+                   : chat::Json{{"type", "object"}};
+    return std::nullopt;
+  };
+  if (auto p = find_in(r.tools)) return *p;
+  for (const auto& m : r.messages)
+    if (auto p = find_in(m.tools)) return *p;
+  throw chat::RequestError("tool_choice", "\"" + name + "\" is not a declared tool");
+}
+
+ReplyOptions reply_options(EngineService& svc, const chat::ChatRequest* chat, proto::GenerateRequest::Reader req,
+                           uint64_t session) {
+  ReplyOptions ro;
+  if (req.getLogprobs()) {
+    require(req.getTopLogprobs() <= 20, "top_logprobs must be from 0 to 20");
+    ro.top_logprobs = int(req.getTopLogprobs());
+  } else {
+    require(req.getTopLogprobs() == 0, "top_logprobs needs logprobs");
+  }
+  if (!chat) return ro;
+  const tok::Tokenizer& tk = need_tokenizer(svc);
+  ro.chat = true;
+  ro.thinking = tk.config().chat_format == tok::ChatFormat::K3 && chat->thinking && chat->add_generation_prompt;
+  ro.call_id_prefix = "call_" + std::to_string(session) + "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000) + "_";
+  require(chat->add_generation_prompt || (chat->response_format.type == chat::ResponseFormat::Type::Text &&
+                                          (chat->tool_choice.mode == chat::ToolChoice::Mode::Auto ||
+                                           chat->tool_choice.mode == chat::ToolChoice::Mode::None)),
+          "add_generation_prompt: false cannot be combined with a constrained reply");
+  using Mode = chat::ToolChoice::Mode;
+  if (chat->tool_choice.mode == Mode::Required || chat->tool_choice.mode == Mode::Named) {
+    ro.constraint.kind = ConstraintSpec::Kind::ToolCall;
+    std::vector<std::string> names = chat->tool_choice.mode == Mode::Named
+                                         ? std::vector<std::string>{chat->tool_choice.name}
+                                         : chat::declared_tool_names(*chat);
+    for (const std::string& n : names)
+      ro.constraint.tools.push_back({n, constrain::compile_json_schema(tool_parameters(*chat, n), "tools[" + n + "].function.parameters")});
+  } else if (chat->response_format.type == chat::ResponseFormat::Type::JsonSchema) {
+    ro.constraint.kind = ConstraintSpec::Kind::Json;
+    ro.constraint.json = constrain::compile_json_schema(chat->response_format.schema, "response_format.json_schema.schema");
+  } else if (chat->response_format.type == chat::ResponseFormat::Type::JsonObject) {
+    ro.constraint.kind = ConstraintSpec::Kind::Json;
+    ro.constraint.json = constrain::any_json_object();
+  }
+  return ro;
 }
 
 SamplingParams sampling_of(proto::GenerateRequest::Reader r) {
@@ -150,6 +278,12 @@ SamplingParams sampling_of(proto::GenerateRequest::Reader r) {
   p.min_p = r.getMinP();
   p.repetition_penalty = r.getRepetitionPenalty();
   p.seed = r.getSeed();
+  p.presence_penalty = r.getPresencePenalty();
+  p.frequency_penalty = r.getFrequencyPenalty();
+  require(std::isfinite(p.presence_penalty) && p.presence_penalty >= -2 && p.presence_penalty <= 2,
+          "presence_penalty must be from -2 to 2");
+  require(std::isfinite(p.frequency_penalty) && p.frequency_penalty >= -2 && p.frequency_penalty <= 2,
+          "frequency_penalty must be from -2 to 2");
   p.max_tokens = int(std::min<uint32_t>(r.getMaxTokens(), 1u << 24));
   require(std::isfinite(p.temperature) && p.temperature >= 0 && p.temperature <= 100,
           "temperature must be a number from 0 to 100");
@@ -193,6 +327,7 @@ class SessionImpl final : public proto::Session::Server {
       auto params = ctx.getParams();
       auto req = params.getRequest();
       std::vector<int32_t> prompt;
+      std::optional<chat::ChatRequest> chat;
       auto p = req.getPrompt();
       switch (p.which()) {
         case proto::GenerateRequest::Prompt::TEXT: {
@@ -208,33 +343,30 @@ class SessionImpl final : public proto::Session::Server {
           for (int32_t id : p.getTokens()) prompt.push_back(id);
           break;
         case proto::GenerateRequest::Prompt::CHAT: {
-          std::vector<tok::ChatMessage> msgs;
-          for (auto m : p.getChat()) msgs.push_back({m.getRole().cStr(), m.getContent().cStr(), ""});
-          require(!msgs.empty(), "chat: no messages");
           const tok::Tokenizer& tk = need_tokenizer(svc);
-          if (svc.position(id_) == 0) {
-            const auto ids = tk.encode_chat(msgs, true);
-            prompt.assign(ids.begin(), ids.end());
-          } else {
-            prompt = encode_chat_continuation(tk, msgs);
-          }
+          chat = chat_request_of(p.getChat(), req.getChatOptions());
+          require(!chat->messages.empty(), "chat: no messages");
+          // A continuing session already holds the conversation: no second default system message, no BOS.
+          const auto ids = chat::encode_prompt(tk, *chat, svc.position(id_) != 0);
+          prompt.assign(ids.begin(), ids.end());
           break;
         }
       }
       SamplingParams sp = sampling_of(req);
+      ReplyOptions ro = reply_options(svc, chat ? &*chat : nullptr, req, id_);
       auto cancel = std::make_shared<std::atomic<bool>>(false);
       const uint64_t key = st_.next_pump++;
-      auto pump = kj::heap<SinkPump>(params.getSink(), cancel, st_.pumps, key);
+      auto pump = kj::heap<SinkPump>(params.getSink(), cancel, st_.pumps, key, svc.tokenizer());
       auto paf = kj::newPromiseAndCrossThreadFulfiller<GenerateOutcome>();
       auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<GenerateOutcome>>>(kj::mv(paf.fulfiller));
       GenerateCallbacks cb;
       const kj::Executor* exec = &st_.executor;
       PumpRegistry* pumps = &st_.pumps;
-      cb.token = [exec, pumps, key](int32_t id, std::string text) {
+      cb.token = [exec, pumps, key](TokenEvent ev) {
         try {
           exec->executeSync([&] {
             auto it = pumps->find(key);
-            if (it != pumps->end()) it->second->push(id, std::move(text));
+            if (it != pumps->end()) it->second->push(std::move(ev));
           });
         } catch (...) {
           // The RPC thread is gone (shutting down): nobody to deliver to.
@@ -242,7 +374,7 @@ class SessionImpl final : public proto::Session::Server {
       };
       cb.backed_up = [unsent = pump->unsent()] { return unsent->load() > kMaxUnsentTokens; };
       cb.done = [fulfiller](GenerateOutcome o) { (*fulfiller)->fulfill(kj::mv(o)); };
-      svc.generate(id_, std::move(prompt), sp, cancel, std::move(cb));
+      svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb));
 
       SinkPump* raw = pump.get();
       return paf.promise
@@ -258,6 +390,7 @@ class SessionImpl final : public proto::Session::Server {
               s.setQueueSeconds(o.queue_seconds);
               s.setHits(o.experts.hits);
               s.setMisses(o.experts.misses);
+              s.setToolCalls(o.tool_calls);
               s.setBytesRead(o.experts.bytes_read);
               s.setStopReason(raw->failed() ? "cancelled" : o.stop_reason);
             });

@@ -139,7 +139,8 @@ Message parse_message(const Json& m, const std::string& w) {
   }
   if (msg.role == "system" && m.contains("tools") && !m["tools"].is_null()) {
     if (!m["tools"].is_array()) bad(w + ".tools", "must be an array");
-    msg.tools = m["tools"];
+    // An empty list declares nothing: the message is an ordinary system message (as in the encoder).
+    if (!m["tools"].empty()) msg.tools = m["tools"];
   }
   return msg;
 }

@@ -38,10 +38,12 @@ inline int free_port() {
 class Instance {
  public:
   // extra: more arguments for `up` (e.g. "--http 127.0.0.1:PORT --ctx 256").
-  explicit Instance(const std::string& extra = "", const std::string& budget = "512M") {
+  // preset: the `waste synth` preset of the model (tiny-k3 for K3's chat format).
+  explicit Instance(const std::string& extra = "", const std::string& budget = "512M",
+                    const std::string& preset = "tiny-kimi-linear") {
     model_ = dir_ / "tiny.waste";
     run_ = dir_ / "run";
-    auto s = run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model_ + " --no-progress");
+    auto s = run_command(waste_bin() + " synth --preset " + preset + " --out " + model_ + " --no-progress");
     synth_output_ = s.output;
     synth_ok_ = s.status == 0;
     if (!synth_ok_) return;

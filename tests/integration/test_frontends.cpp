@@ -267,3 +267,31 @@ TEST_CASE("waste chat: a private instance is stopped and removed on SIGTERM mid-
     check_nothing_left(seen, tmp.path());
   }
 }
+// K3 replies start inside the think channel: `waste run --chat` in this process (InProcessReply
+// reads the ids with the reply parser) prints the same answer and the same reasoning as through
+// an instance (compute parses them), with thinking on and with --no-thinking.
+TEST_CASE("waste run --chat on K3: in-process and through an instance print the same answer and reasoning") {
+  Instance inst("--ctx 512", "512M", "tiny-k3");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir nowhere;
+  const std::vector<std::pair<std::string, std::string>> no_instance = {{"WASTE_RUN_DIR", nowhere.path()}};
+  auto reasoning = [](const std::string& err) {
+    const size_t a = err.find("[reasoning]\n"), b = err.find("[/reasoning]\n");
+    return a == std::string::npos || b == std::string::npos ? std::string() : err.substr(a, b - a);
+  };
+  for (const bool thinking : {true, false}) {
+    CAPTURE(thinking);
+    std::vector<std::string> args = {"run", inst.model(), "Once upon a time", "--chat", "-n", "24", "--no-progress"};
+    if (!thinking) args.push_back("--no-thinking");
+    std::vector<std::string> local_args = args, remote_args = args;
+    local_args.push_back("--private");
+    remote_args.insert(remote_args.end(), {"--connect", inst.run_dir()});
+    const Ran local = run_waste(local_args, no_instance);
+    const Ran remote = run_waste(remote_args, no_instance);
+    REQUIRE_MESSAGE(local.status == 0, local.err);
+    REQUIRE_MESSAGE(remote.status == 0, remote.err);
+    CHECK(remote.out == local.out);
+    CHECK(reasoning(remote.err) == reasoning(local.err));
+    CHECK(remote.err.find("24 tokens, ") != std::string::npos);
+  }
+}

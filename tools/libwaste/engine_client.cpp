@@ -56,13 +56,30 @@ nlohmann::json session_json(proto::SessionStats::Reader s) {
 // which the server takes as "stop".
 class SinkImpl final : public proto::TokenSink::Server {
  public:
-  explicit SinkImpl(const OnToken& f) : f_(f) {}
+  explicit SinkImpl(const OnEvent& f) : f_(f) {}
   kj::Promise<void> token(TokenContext ctx) override {
     auto p = ctx.getParams();
     auto t = p.getText();
+    auto r = p.getReasoning();
+    TokenEvent ev;
+    ev.id = p.getId();
+    ev.text = std::string_view(t.cStr(), t.size());
+    ev.reasoning = std::string_view(r.cStr(), r.size());
+    for (auto tc : p.getToolCalls())
+      ev.tool_calls.push_back({tc.getIndex(), tc.getId().cStr(), tc.getName().cStr(), tc.getArguments().cStr()});
+    if (p.hasLogprob()) {
+      ev.has_logprob = true;
+      ev.logprob = p.getLogprob().getLogprob();
+      auto tb = p.getLogprob().getBytes();
+      ev.token.assign(reinterpret_cast<const char*>(tb.begin()), tb.size());
+      for (auto x : p.getLogprob().getTop()) {
+        auto b = x.getBytes();
+        ev.top.push_back({x.getId(), std::string(reinterpret_cast<const char*>(b.begin()), b.size()), x.getLogprob()});
+      }
+    }
     bool go_on = true;
     try {
-      go_on = f_(p.getId(), std::string_view(t.cStr(), t.size()));
+      go_on = f_(ev);
     } catch (...) {
       go_on = false;
     }
@@ -71,8 +88,59 @@ class SinkImpl final : public proto::TokenSink::Server {
   }
 
  private:
-  const OnToken& f_;
+  const OnEvent& f_;
 };
+
+// The chat of a request into the RPC's messages and options.
+void set_chat(proto::GenerateRequest::Builder g, const chat::ChatRequest& c) {
+  auto l = g.getPrompt().initChat(uint32_t(c.messages.size()));
+  for (size_t i = 0; i < c.messages.size(); ++i) {
+    const chat::Message& m = c.messages[i];
+    auto b = l[uint32_t(i)];
+    b.setRole(m.role);
+    auto parts = b.initParts(uint32_t(m.content.size()));
+    for (size_t k = 0; k < m.content.size(); ++k) {
+      parts[uint32_t(k)].setText(m.content[k].text);
+      parts[uint32_t(k)].setImage(m.content[k].kind == chat::ContentPart::Kind::Image);
+    }
+    b.setName(m.name);
+    b.setReasoning(m.reasoning);
+    auto tcs = b.initToolCalls(uint32_t(m.tool_calls.size()));
+    for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+      const chat::ToolCall& tc = m.tool_calls[k];
+      tcs[uint32_t(k)].setHasId(tc.id.has_value());
+      if (tc.id) tcs[uint32_t(k)].setId(*tc.id);
+      tcs[uint32_t(k)].setName(tc.name);
+      tcs[uint32_t(k)].setArguments(tc.arguments);
+    }
+    b.setHasToolCallId(m.tool_call_id.has_value());
+    if (m.tool_call_id) b.setToolCallId(*m.tool_call_id);
+    b.setHasTool(m.tool.has_value());
+    if (m.tool) b.setTool(*m.tool);
+    if (!m.tools.is_null()) b.setToolsJson(m.tools.dump());
+  }
+  auto o = g.initChatOptions();
+  if (!c.tools.is_null()) o.setToolsJson(c.tools.dump());
+  using Mode = chat::ToolChoice::Mode;
+  if (c.tool_choice.given) {
+    switch (c.tool_choice.mode) {
+      case Mode::Auto: o.setToolChoice("auto"); break;
+      case Mode::None: o.setToolChoice("none"); break;
+      case Mode::Required: o.setToolChoice("required"); break;
+      case Mode::Named: o.setToolChoice("function:" + c.tool_choice.name); break;
+    }
+  }
+  using T = chat::ResponseFormat::Type;
+  if (c.response_format.type == T::JsonObject) o.setResponseFormat("json_object");
+  if (c.response_format.type == T::JsonSchema) {
+    o.setResponseFormat("json_schema");
+    o.setSchemaJson(c.response_format.schema.dump());
+  }
+  o.setThinking(c.thinking);
+  o.setThinkingGiven(c.thinking_given);
+  o.setThinkingEffort(c.thinking_effort);
+  o.setAddGenerationPrompt(c.add_generation_prompt);
+}
 
 struct Poller {
   kj::Timer& timer;
@@ -183,7 +251,22 @@ std::unique_ptr<Session> Client::open_session(uint32_t context) {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
+void Request::set_chat(const std::vector<std::pair<std::string, std::string>>& messages) {
+  kind = Kind::Chat;
+  chat = chat::ChatRequest{};
+  for (const auto& [role, content] : messages) {
+    chat::Message m;
+    m.role = role;
+    if (!content.empty()) m.content.push_back({chat::ContentPart::Kind::Text, content});
+    chat.messages.push_back(std::move(m));
+  }
+}
+
 Result Session::generate(const Request& r, const OnToken& on_token, const std::atomic<bool>* interrupt) {
+  return generate_events(r, [&](const TokenEvent& ev) { return on_token(ev.id, ev.text); }, interrupt);
+}
+
+Result Session::generate_events(const Request& r, const OnEvent& on_token, const std::atomic<bool>* interrupt) {
   Client::Impl& c = *impl_->client;
   return call(c.address, "generate", [&] {
     auto req = impl_->session.generateRequest();
@@ -197,14 +280,9 @@ Result Session::generate(const Request& r, const OnToken& on_token, const std::a
         for (size_t i = 0; i < r.tokens.size(); ++i) l.set(uint32_t(i), r.tokens[i]);
         break;
       }
-      case Request::Kind::Chat: {
-        auto l = g.getPrompt().initChat(uint32_t(r.chat.size()));
-        for (size_t i = 0; i < r.chat.size(); ++i) {
-          l[uint32_t(i)].setRole(r.chat[i].first);
-          l[uint32_t(i)].setContent(r.chat[i].second);
-        }
+      case Request::Kind::Chat:
+        set_chat(g, r.chat);
         break;
-      }
     }
     g.setMaxTokens(r.max_tokens);
     g.setTemperature(r.temperature);
@@ -213,6 +291,10 @@ Result Session::generate(const Request& r, const OnToken& on_token, const std::a
     g.setMinP(r.min_p);
     g.setRepetitionPenalty(r.repetition_penalty);
     g.setSeed(r.seed);
+    g.setPresencePenalty(r.presence_penalty);
+    g.setFrequencyPenalty(r.frequency_penalty);
+    g.setLogprobs(r.logprobs);
+    g.setTopLogprobs(r.top_logprobs);
     auto stops = g.initStop(uint32_t(r.stop.size()));
     for (size_t i = 0; i < r.stop.size(); ++i) stops.set(uint32_t(i), r.stop[i]);
     req.setSink(kj::heap<SinkImpl>(on_token));
@@ -224,7 +306,8 @@ Result Session::generate(const Request& r, const OnToken& on_token, const std::a
     auto out = reply.wait(c.ws());
     auto s = out.getStats();
     return Result{s.getPromptTokens(), s.getTokens(), s.getPrefillSeconds(), s.getDecodeSeconds(), s.getTokPerSecond(),
-                  s.getQueueSeconds(), s.getHits(), s.getMisses(), s.getBytesRead(), s.getStopReason().cStr()};
+                  s.getQueueSeconds(), s.getHits(), s.getMisses(), s.getBytesRead(), s.getStopReason().cStr(),
+                  s.getToolCalls()};
   });
 }
 

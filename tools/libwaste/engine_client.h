@@ -17,6 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "shared/chat/chat_request.h"
+#include "shared/reply/reply_parser.h"
+
 namespace waste::client {
 
 // WASTE_RUN_DIR, else $XDG_RUNTIME_DIR/waste, else /tmp/waste-<uid>.
@@ -36,12 +39,35 @@ struct Request {
   enum class Kind { Text, Tokens, Chat } kind = Kind::Text;
   std::string text;
   std::vector<int32_t> tokens;
-  std::vector<std::pair<std::string, std::string>> chat;  // role, content
+  chat::ChatRequest chat;  // messages (with tool calls, reasoning), tools, tool_choice, response_format, thinking
   uint32_t max_tokens = 256;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
   uint32_t top_k = 0;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  bool logprobs = false;
+  uint32_t top_logprobs = 0;  // with logprobs: alternatives per token, at most 20
+  // A chat of plain {role, content} messages.
+  void set_chat(const std::vector<std::pair<std::string, std::string>>& messages);
+};
+
+struct TopLogprob {
+  int32_t id = 0;
+  std::string bytes;
+  float logprob = 0;
+};
+
+// What one generated token adds to the reply (a chat's reply is parsed by token id in compute:
+// `text` is content only, never markup).
+struct TokenEvent {
+  int32_t id = 0;  // -1: held-back text at the end
+  std::string_view text, reasoning;
+  std::vector<reply::ToolCallDelta> tool_calls;
+  bool has_logprob = false;
+  float logprob = 0;
+  std::string token;  // with logprobs: the generated token's bytes (a special token: its name)
+  std::vector<TopLogprob> top;
 };
 
 struct Result {
@@ -49,11 +75,14 @@ struct Result {
   double prefill_seconds = 0, decode_seconds = 0, tok_per_s = 0, queue_seconds = 0;
   uint64_t hits = 0, misses = 0, bytes_read = 0;
   std::string stop_reason;
+  uint32_t tool_calls = 0;  // a chat reply's tool calls (finish_reason "tool_calls")
 };
 
 // Gets each token and the text it completes (id -1: held-back text at the end). Return false
 // to stop the generation (the result then says "cancelled").
 using OnToken = std::function<bool(int32_t id, std::string_view text)>;
+// The same with everything a token adds (reasoning, tool call pieces, logprobs).
+using OnEvent = std::function<bool(const TokenEvent& ev)>;
 
 class Client;
 
@@ -64,6 +93,7 @@ class Session {
   // generation is cancelled and the call returns what was generated. Throws Error on failure
   // (the server's message: a refused limit, a lost compute).
   Result generate(const Request& r, const OnToken& on_token, const std::atomic<bool>* interrupt = nullptr);
+  Result generate_events(const Request& r, const OnEvent& on_event, const std::atomic<bool>* interrupt = nullptr);
   std::vector<int32_t> tokenize(const std::string& text);
   std::string detokenize(const std::vector<int32_t>& ids);
   void reset();

@@ -63,6 +63,98 @@ bool authorized(const Config& cfg, const httplib::Request& req, httplib::Respons
 }
 
 
+// The reply of one request as its tokens arrive: content, reasoning and tool calls (already
+// parsed by token id in compute), the OpenAI delta of each token, and logprobs.
+struct ReplyBuilder {
+  explicit ReplyBuilder(bool parallel) : parallel_tool_calls(parallel) {}
+  bool parallel_tool_calls;
+  std::string content, reasoning;
+  struct Call {
+    std::string id, name, arguments;
+  };
+  std::vector<Call> calls;
+  json logprobs = json::array();
+
+  static std::string text(std::string_view s) { return std::string(s); }
+  static json token_logprob(const std::string& token, float lp) {
+    std::vector<int> bytes(token.begin(), token.end());
+    for (int& b : bytes) b &= 0xff;
+    return json{{"token", token}, {"logprob", lp}, {"bytes", bytes}};
+  }
+
+  // Adds a token; returns its delta (empty when it adds nothing a client sees).
+  json add(const waste::client::TokenEvent& ev, bool want_logprobs) {
+    json delta = json::object();
+    if (!ev.reasoning.empty()) {
+      reasoning += ev.reasoning;
+      delta["reasoning_content"] = text(ev.reasoning);
+    }
+    if (!ev.text.empty()) {
+      content += ev.text;
+      delta["content"] = text(ev.text);
+    }
+    json tcs = json::array();
+    for (const auto& d : ev.tool_calls) {
+      if (!parallel_tool_calls && d.index > 0) continue;  // parallel_tool_calls: false keeps the first
+      if (d.index >= calls.size()) calls.resize(d.index + 1);
+      Call& c = calls[d.index];
+      json t = {{"index", d.index}};
+      if (!d.id.empty() || !d.name.empty()) {
+        c.id += d.id;
+        c.name += d.name;
+        t["id"] = d.id;
+        t["type"] = "function";
+        t["function"] = {{"name", d.name}, {"arguments", d.arguments}};
+      } else {
+        t["function"] = {{"arguments", d.arguments}};
+      }
+      c.arguments += d.arguments;
+      tcs.push_back(std::move(t));
+    }
+    if (!tcs.empty()) delta["tool_calls"] = std::move(tcs);
+    last_ = nullptr;
+    if (want_logprobs && ev.has_logprob) {
+      json e = token_logprob(ev.token, ev.logprob);
+      json top = json::array();
+      for (const auto& t : ev.top) top.push_back(token_logprob(t.bytes, t.logprob));
+      e["top_logprobs"] = std::move(top);
+      logprobs.push_back(e);
+      last_ = e;
+    }
+    return delta;
+  }
+  const json& last_logprob() const { return last_; }
+
+  json message() const {
+    json m = {{"role", "assistant"}};
+    m["content"] = content.empty() && !calls.empty() ? json(nullptr) : json(content);
+    if (!reasoning.empty()) m["reasoning_content"] = reasoning;
+    if (!calls.empty()) {
+      json tcs = json::array();
+      for (const Call& c : calls)
+        tcs.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      m["tool_calls"] = std::move(tcs);
+    }
+    return m;
+  }
+  json logprobs_json() const { return logprobs.empty() ? json(nullptr) : json{{"content", logprobs}}; }
+  json completion_logprobs_json() const {
+    if (logprobs.empty()) return nullptr;
+    json tokens = json::array(), lps = json::array(), top = json::array();
+    for (const auto& e : logprobs) {
+      tokens.push_back(e["token"]);
+      lps.push_back(e["logprob"]);
+      json t = json::object();
+      for (const auto& x : e["top_logprobs"]) t[x["token"].get<std::string>()] = x["logprob"];
+      top.push_back(t);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}};
+  }
+
+ private:
+  json last_;
+};
+
 void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Response& res, bool chat) {
   if (!authorized(cfg, req, res)) return;
   ApiError err;
@@ -100,19 +192,20 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
   };
 
   if (!parsed->stream) {
-    std::string text;
+    ReplyBuilder reply(parsed->parallel_tool_calls);
     try {
-      auto r = session->generate(parsed->request, [&](int32_t, std::string_view t) {
-        text.append(t);
+      auto r = session->generate_events(parsed->request, [&](const waste::client::TokenEvent& ev) {
+        reply.add(ev, parsed->request.logprobs);
         return true;
       });
       json choice = chat ? json{{"index", 0},
-                                {"message", {{"role", "assistant"}, {"content", text}}},
-                                {"finish_reason", waste::serve::finish_reason(r.stop_reason)}}
+                                {"message", reply.message()},
+                                {"logprobs", reply.logprobs_json()},
+                                {"finish_reason", waste::serve::finish_reason(r)}}
                          : json{{"index", 0},
-                                {"text", text},
-                                {"logprobs", nullptr},
-                                {"finish_reason", waste::serve::finish_reason(r.stop_reason)}};
+                                {"text", reply.content},
+                                {"logprobs", reply.completion_logprobs_json()},
+                                {"finish_reason", waste::serve::finish_reason(r)}};
       json body = head(std::move(choice));
       body["object"] = chat ? "chat.completion" : "text_completion";
       body["usage"] = waste::serve::usage_json(r);
@@ -123,29 +216,46 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
     return;
   }
 
-  // Streaming: Server-Sent Events, one chunk per piece of text, then [DONE]. The generation
-  // runs inside the content provider, on this request's thread (its own RPC event loop).
+  // Streaming: Server-Sent Events, one chunk per token that adds something, then [DONE]. The
+  // generation runs inside the content provider, on this request's thread (its own RPC event loop).
   auto p = std::make_shared<waste::serve::ParsedRequest>(std::move(*parsed));
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider("text/event-stream", [client, session, p, head, chat](size_t, httplib::DataSink& sink) {
     auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
     bool open = true;
-    if (chat) open = write(sse(head({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}})));
+    if (chat) open = write(sse(head({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}})));
+    ReplyBuilder reply(p->parallel_tool_calls);
     try {
-      auto r = session->generate(p->request, [&](int32_t, std::string_view t) {
+      auto r = session->generate_events(p->request, [&](const waste::client::TokenEvent& ev) {
         if (!open) return false;
-        if (t.empty()) return true;
-        json choice = chat ? json{{"index", 0}, {"delta", {{"content", std::string(t)}}}, {"finish_reason", nullptr}}
-                           : json{{"index", 0}, {"text", std::string(t)}, {"finish_reason", nullptr}};
+        json delta = reply.add(ev, p->request.logprobs);
+        json lp = reply.last_logprob();
+        if (delta.empty() && lp.is_null()) return true;
+        json choice;
+        if (chat) {
+          choice = {{"index", 0}, {"delta", delta}, {"logprobs", lp.is_null() ? json(nullptr) : json{{"content", json::array({lp})}}},
+                    {"finish_reason", nullptr}};
+        } else {
+          choice = {{"index", 0}, {"text", delta.value("content", std::string())}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+          if (!lp.is_null())
+            choice["logprobs"] = {{"tokens", {lp["token"]}}, {"token_logprobs", {lp["logprob"]}}};
+        }
         open = write(sse(head(std::move(choice))));
         return open;  // the HTTP client went away: stop generating
       });
       if (open) {
-        json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", waste::serve::finish_reason(r.stop_reason)}}
-                         : json{{"index", 0}, {"text", ""}, {"finish_reason", waste::serve::finish_reason(r.stop_reason)}};
+        json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", waste::serve::finish_reason(r)}}
+                         : json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", waste::serve::finish_reason(r)}};
         json chunk = head(std::move(last));
-        chunk["usage"] = waste::serve::usage_json(r);
+        if (!p->include_usage) chunk["usage"] = waste::serve::usage_json(r);
         write(sse(chunk));
+        // OpenAI's include_usage: one more chunk, with no choices, carrying the usage.
+        if (p->include_usage) {
+          json u = head(json::object());
+          u["choices"] = json::array();
+          u["usage"] = waste::serve::usage_json(r);
+          write(sse(u));
+        }
       }
     } catch (const std::exception& e) {
       // Headers are out: the error travels as an event, as OpenAI's servers do.

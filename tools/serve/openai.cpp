@@ -1,5 +1,6 @@
 #include "tools/serve/openai.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace waste::serve {
@@ -17,25 +18,7 @@ struct Bad {
   std::string param, message;
 };
 
-// Text of a message's content: a string, or an array of {"type": "text", "text": ...} parts.
-std::string content_text(const nlohmann::json& c, const std::string& where) {
-  if (c.is_string()) return c.get<std::string>();
-  if (c.is_null()) return "";
-  if (c.is_array()) {
-    std::string out;
-    for (const auto& part : c) {
-      if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-        throw Bad{where, "each content part must be an object with a string \"type\""};
-      if (part["type"] != "text") throw Bad{where, "only text content parts are supported"};
-      if (!part.contains("text") || !part["text"].is_string()) throw Bad{where, "a text part needs a string \"text\""};
-      out += part["text"].get<std::string>();
-    }
-    return out;
-  }
-  throw Bad{where, "content must be a string or an array of text parts"};
-}
-
-double number(const nlohmann::json& body, const char* name, double lo, double hi) {
+double number(const chat::Json& body, const char* name, double lo, double hi) {
   const auto& v = body[name];
   if (!v.is_number()) throw Bad{name, std::string(name) + " must be a number"};
   const double x = v.get<double>();
@@ -44,12 +27,12 @@ double number(const nlohmann::json& body, const char* name, double lo, double hi
   return x;
 }
 
-bool present(const nlohmann::json& body, const char* name) { return body.contains(name) && !body[name].is_null(); }
+bool present(const chat::Json& body, const char* name) { return body.contains(name) && !body[name].is_null(); }
 
 }  // namespace
 
 std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, const Limits& limits, ApiError* err) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  const chat::Json j = chat::Json::parse(body, nullptr, false);
   if (j.is_discarded()) {
     *err = {400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"};
     return std::nullopt;
@@ -61,22 +44,47 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
   try {
     ParsedRequest p;
     client::Request& r = p.request;
+    // Every field is understood or refused: a client must never get a 200 that ignored it.
+    static const std::vector<std::string> common = {
+        "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed", "stop",
+        "stream", "stream_options", "n", "user", "frequency_penalty", "presence_penalty", "logprobs"};
+    static const std::vector<std::string> chat_only = {"max_completion_tokens", "top_logprobs"};
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string& k = it.key();
+      auto in = [&](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), k) != v.end(); };
+      if (in(common) || (chat && (in(chat_only) || in(chat::chat_request_fields())))) continue;
+      if (!chat && k == "messages") throw Bad{k, "messages belong to /v1/chat/completions; this endpoint takes a prompt"};
+      if (chat && k == "prompt") throw Bad{k, "prompt belongs to /v1/completions; this endpoint takes messages"};
+      if (k == "prompt") continue;
+      throw Bad{k, "unsupported field \"" + k + "\""};
+    }
     if (chat) {
       if (!j.contains("messages")) throw Bad{"messages", "messages is required"};
-      const auto& m = j["messages"];
-      if (!m.is_array() || m.empty()) throw Bad{"messages", "messages must be a non-empty array"};
+      if (!j["messages"].is_array() || j["messages"].empty()) throw Bad{"messages", "messages must be a non-empty array"};
       r.kind = client::Request::Kind::Chat;
-      for (size_t i = 0; i < m.size(); ++i) {
-        const std::string where = "messages[" + std::to_string(i) + "]";
-        if (!m[i].is_object()) throw Bad{where, where + " must be an object"};
-        if (!m[i].contains("role") || !m[i]["role"].is_string()) throw Bad{where + ".role", "role must be a string"};
-        std::string role = m[i]["role"].get<std::string>();
-        if (role == "developer") role = "system";
-        if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-          throw Bad{where + ".role", "role must be system, developer, user, assistant or tool"};
-        std::string text = m[i].contains("content") ? content_text(m[i]["content"], where + ".content") : "";
-        p.prompt_text += text;
-        r.chat.emplace_back(role, std::move(text));
+      try {
+        r.chat = chat::parse_chat_request(j);
+      } catch (const chat::RequestError& e) {
+        throw Bad{e.param, e.what()};
+      }
+      if (r.chat.image_prompts) throw Bad{"image_prompts", "image_prompts are made by the server from image content parts"};
+      for (size_t i = 0; i < r.chat.messages.size(); ++i)
+        for (const auto& part : r.chat.messages[i].content) {
+          if (part.kind == chat::ContentPart::Kind::Image)
+            throw Bad{"messages[" + std::to_string(i) + "].content",
+                      "image input is not supported yet (the vision tower is not in this build)"};
+          p.prompt_text += part.text;
+        }
+      if (present(j, "parallel_tool_calls")) p.parallel_tool_calls = j["parallel_tool_calls"].get<bool>();
+      if (present(j, "logprobs")) {
+        if (!j["logprobs"].is_boolean()) throw Bad{"logprobs", "logprobs must be a boolean"};
+        r.logprobs = j["logprobs"].get<bool>();
+      }
+      if (present(j, "top_logprobs")) {
+        if (!j["top_logprobs"].is_number_integer() || j["top_logprobs"].get<int64_t>() < 0 || j["top_logprobs"].get<int64_t>() > 20)
+          throw Bad{"top_logprobs", "top_logprobs must be an integer from 0 to 20"};
+        if (!r.logprobs) throw Bad{"top_logprobs", "top_logprobs needs logprobs: true"};
+        r.top_logprobs = uint32_t(j["top_logprobs"].get<int64_t>());
       }
     } else {
       if (!j.contains("prompt")) throw Bad{"prompt", "prompt is required"};
@@ -91,6 +99,13 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
       if (r.text.empty()) throw Bad{"prompt", "prompt must not be empty"};
       r.kind = client::Request::Kind::Text;
       p.prompt_text = r.text;
+      // The legacy API's logprobs is a count of alternatives (0-5).
+      if (present(j, "logprobs")) {
+        if (!j["logprobs"].is_number_integer() || j["logprobs"].get<int64_t>() < 0 || j["logprobs"].get<int64_t>() > 5)
+          throw Bad{"logprobs", "logprobs must be an integer from 0 to 5"};
+        r.logprobs = true;
+        r.top_logprobs = uint32_t(j["logprobs"].get<int64_t>());
+      }
     }
     if (p.prompt_text.size() > limits.max_prompt_bytes)
       throw Bad{chat ? "messages" : "prompt", "the prompt is longer than " + std::to_string(limits.max_prompt_bytes) + " bytes"};
@@ -151,8 +166,13 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     }
     if (present(j, "model") && !j["model"].is_string()) throw Bad{"model", "model must be a string"};
     if (present(j, "user") && !j["user"].is_string()) throw Bad{"user", "user must be a string"};
-    for (const char* f : {"frequency_penalty", "presence_penalty"})
-      if (present(j, f)) number(j, f, -2, 2);  // accepted and checked, not applied
+    if (present(j, "frequency_penalty")) r.frequency_penalty = float(number(j, "frequency_penalty", -2, 2));
+    if (present(j, "presence_penalty")) r.presence_penalty = float(number(j, "presence_penalty", -2, 2));
+    if (present(j, "min_p")) r.min_p = float(number(j, "min_p", 0, 1));
+    if (present(j, "repetition_penalty")) {
+      r.repetition_penalty = float(number(j, "repetition_penalty", 0, 100));
+      if (r.repetition_penalty <= 0) throw Bad{"repetition_penalty", "repetition_penalty must be greater than 0"};
+    }
     return p;
   } catch (const Bad& b) {
     *err = {400, b.message, "invalid_request_error", b.param, ""};
@@ -160,8 +180,9 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
   }
 }
 
-const char* finish_reason(const std::string& s) {
-  if (s == "max_tokens" || s == "context") return "length";
+const char* finish_reason(const client::Result& r) {
+  if (r.stop_reason == "max_tokens" || r.stop_reason == "context") return "length";
+  if (r.tool_calls > 0) return "tool_calls";
   return "stop";
 }
 

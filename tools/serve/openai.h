@@ -21,6 +21,7 @@ struct ParsedRequest {
   client::Request request;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool parallel_tool_calls = true;  // false: only the reply's first tool call is returned
   std::string prompt_text;     // all message contents / the prompt, for the length pre-check
 };
 
@@ -30,12 +31,12 @@ struct Limits {
 };
 
 // Parses a body of /v1/chat/completions (chat = true) or /v1/completions. Returns the request
-// or fills *err (400) for malformed JSON, a known field of the wrong type or out of range.
-// Unknown fields are ignored.
+// or fills *err (400, naming the field) for malformed JSON, a field of the wrong type or out of
+// range, or a field this server does not support (never silently ignored).
 std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, const Limits& limits, ApiError* err);
 
-// finish_reason of an Engine stop reason.
-const char* finish_reason(const std::string& stop_reason);
+// finish_reason of a finished generation: length, tool_calls (the reply ends in calls) or stop.
+const char* finish_reason(const client::Result& r);
 
 nlohmann::json usage_json(const client::Result& r);
 

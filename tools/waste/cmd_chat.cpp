@@ -9,6 +9,8 @@
 // prompt, SIGTERM and SIGHUP leave (after stopping a private instance). The handler only sets flags
 // and writes to a self-pipe that the prompt's poll() watches, so no signal is lost between a
 // check and a blocking read.
+// A reply is parsed by compute (shared/reply/) and shown by ReplyOutput below, which
+// `waste run --chat` shares: content on stdout, reasoning apart from it, tool calls as JSON.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,9 +22,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "shared/reply/reply_parser.h"
 #include "shared/util/error.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/waste/commands.h"
@@ -30,6 +36,112 @@
 #include "tools/waste/running_instance.h"
 
 namespace waste::cli {
+
+// How a chat reply is shown, for `waste chat` and `waste run --chat` (cmd_run.cpp declares
+// these; commands.h would be their natural home). Content streams to stdout. Reasoning is kept
+// apart so that it can never be mistaken for the answer: on a terminal it is dimmed in place;
+// when stdout is not a terminal it goes to stderr between "[reasoning]" and "[/reasoning]" lines,
+// so that stdout holds the answer alone. Tool calls are gathered and printed after the reply as
+// one JSON line on stdout (the caller ends the line).
+struct ReplyOutput {
+  bool tty = false;               // stdout is a terminal
+  bool in_reasoning = false;      // dim on (tty) / the stderr fence open
+  bool stdout_line_start = true;  // the last byte on stdout ended a line (or nothing was written)
+  bool stderr_line_start = true;
+  std::vector<reply::ToolCall> calls;
+  ~ReplyOutput();
+};
+
+const char* reply_output_help() {
+  return "A chat reply's reasoning (K3's think channel, Kimi's <think>) is shown apart from the answer: dimmed on a\n"
+         "terminal; when stdout is not a terminal it goes to stderr between [reasoning] and [/reasoning] lines, so that\n"
+         "stdout holds the answer alone. Tool calls are printed after the reply as one JSON line on stdout:\n"
+         "{\"tool_calls\": [{\"id\": ..., \"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}]}.\n"
+         "--no-thinking asks a K3 model to answer without thinking (the prompt opens the response channel).";
+}
+
+namespace {
+
+constexpr const char* kDim = "\x1b[2m";
+constexpr const char* kNormal = "\x1b[0m";
+
+void write_to(FILE* f, std::string_view s, bool& line_start) {
+  if (s.empty()) return;
+  std::fwrite(s.data(), 1, s.size(), f);
+  line_start = s.back() == '\n';
+}
+
+void begin_reasoning(ReplyOutput& o) {
+  if (o.in_reasoning) return;
+  o.in_reasoning = true;
+  if (o.tty) std::fputs(kDim, stdout);
+  else write_to(stderr, "[reasoning]\n", o.stderr_line_start);
+}
+
+// content_follows: on a terminal the answer then starts on a line of its own.
+void end_reasoning(ReplyOutput& o, bool content_follows) {
+  if (!o.in_reasoning) return;
+  o.in_reasoning = false;
+  if (o.tty) {
+    std::fputs(kNormal, stdout);
+    if (content_follows && !o.stdout_line_start) write_to(stdout, "\n", o.stdout_line_start);
+  } else {
+    if (!o.stderr_line_start) write_to(stderr, "\n", o.stderr_line_start);
+    write_to(stderr, "[/reasoning]\n", o.stderr_line_start);
+  }
+}
+
+void add_tool_call_delta(ReplyOutput& o, const reply::ToolCallDelta& d) {
+  // A call's first delta names it (index == calls so far); later ones extend its arguments.
+  if (d.index == o.calls.size()) o.calls.push_back({d.id, d.name, ""});
+  if (d.index < o.calls.size()) o.calls[d.index].arguments += d.arguments;
+}
+
+std::string tool_calls_line(const std::vector<reply::ToolCall>& calls) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const reply::ToolCall& c : calls)
+    list.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  nlohmann::ordered_json j;
+  j["tool_calls"] = std::move(list);
+  // The parser's text is valid UTF-8; replace anyway, so a line is always printed.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace
+
+// A reply cut by an error (compute went away) still leaves the terminal's colours as they were.
+ReplyOutput::~ReplyOutput() {
+  if (in_reasoning && tty) std::fputs(kNormal, stdout), std::fflush(stdout);
+}
+
+std::shared_ptr<ReplyOutput> open_reply_output() {
+  auto o = std::make_shared<ReplyOutput>();
+  o->tty = ::isatty(1) == 1;
+  return o;
+}
+
+void show_reply_delta(ReplyOutput& o, std::string_view reasoning, std::string_view content,
+                      const std::vector<reply::ToolCallDelta>& calls) {
+  if (!reasoning.empty()) {
+    begin_reasoning(o);
+    write_to(o.tty ? stdout : stderr, reasoning, o.tty ? o.stdout_line_start : o.stderr_line_start);
+  }
+  if (!content.empty()) {
+    end_reasoning(o, true);
+    write_to(stdout, content, o.stdout_line_start);
+  }
+  for (const reply::ToolCallDelta& d : calls) add_tool_call_delta(o, d);
+  std::fflush(stdout);
+}
+
+void close_reply_output(ReplyOutput& o) {
+  end_reasoning(o, false);
+  if (!o.calls.empty()) {
+    if (!o.stdout_line_start) write_to(stdout, "\n", o.stdout_line_start);
+    write_to(stdout, tool_calls_line(o.calls), o.stdout_line_start);
+  }
+  std::fflush(stdout);
+}
 
 namespace {
 
@@ -117,6 +229,7 @@ struct ChatOptions {
   uint32_t context = 0;
   client::Request sampling;
   bool stats = false, private_engine = false;
+  bool no_thinking = false;  // --no-thinking: K3 answers without its think channel
 };
 
 std::string figures(const client::Result& r) {
@@ -130,18 +243,23 @@ std::string figures(const client::Result& r) {
 
 client::Result turn(client::Session& s, const ChatOptions& o, const std::string& user, bool first) {
   client::Request r = o.sampling;
-  r.kind = client::Request::Kind::Chat;
-  r.chat.clear();
-  if (first && !o.system.empty()) r.chat.emplace_back("system", o.system);
-  r.chat.emplace_back("user", user);
+  std::vector<std::pair<std::string, std::string>> msgs;
+  if (first && !o.system.empty()) msgs.emplace_back("system", o.system);
+  msgs.emplace_back("user", user);
+  r.set_chat(msgs);
+  // Only when asked: the kimi format has no thinking channel and refuses an explicit "on".
+  if (o.no_thinking) {
+    r.chat.thinking = false;
+    r.chat.thinking_given = true;
+  }
   // A SIGINT that arrived at the prompt was a quit; a fresh reply starts uncancelled.
   g_interrupt.store(g_quit.load());
   g_generating.store(true);
   client::Result res;
+  const std::shared_ptr<ReplyOutput> out = open_reply_output();
   try {
-    res = s.generate(r, [](int32_t, std::string_view t) {
-      std::fwrite(t.data(), 1, t.size(), stdout);
-      std::fflush(stdout);
+    res = s.generate_events(r, [&](const client::TokenEvent& ev) {
+      show_reply_delta(*out, ev.reasoning, ev.text, ev.tool_calls);
       return true;
     }, &g_interrupt);
   } catch (...) {
@@ -149,6 +267,7 @@ client::Result turn(client::Session& s, const ChatOptions& o, const std::string&
     throw;
   }
   g_generating.store(false);
+  close_reply_output(*out);
   std::fputc('\n', stdout);
   std::fflush(stdout);
   return res;
@@ -264,7 +383,8 @@ void register_chat_command(CLI::App& app) {
       "temporary run directory, started for this chat and stopped when it ends (also on Ctrl-C at the prompt,\n"
       "SIGTERM or an error). Replies go to stdout, status and figures to stderr.\n"
       "Interactive commands: /reset /stats /save PATH /load PATH /quit. Ctrl-C during a reply cancels the reply\n"
-      "and keeps the conversation; Ctrl-C at the prompt leaves.");
+      "and keeps the conversation; Ctrl-C at the prompt leaves.\n" +
+      std::string(reply_output_help()));
   cmd->add_option("prompt", o->prompt, "One message; without it, an interactive conversation");
   cmd->add_option("--model", o->model, "Container (.waste) to chat with: the running instance must serve it, else a private one runs it");
   cmd->add_option("--connect", o->connect, "Run directory, socket or host:port of the instance (default: the default run dir)");
@@ -277,6 +397,7 @@ void register_chat_command(CLI::App& app) {
   cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling (1: off)");
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed");
   cmd->add_flag("--stats", o->stats, "Print the engine's statistics after a one-shot reply");
+  cmd->add_flag("--no-thinking", o->no_thinking, "Answer without thinking (K3: the prompt opens the response channel)");
   cmd->callback([o] {
     const int sig = run_chat(*o);
     if (sig != 0) {

@@ -6,15 +6,27 @@
 //    in this process (those options describe that private engine);
 //  - otherwise through the instance at the default run directory when it answers and serves
 //    MODEL, else in this process (with a private waste-iod).
+// The reply is read the same way either way: through an instance compute reads it; in this
+// process InProcessReply does what compute does (a chat's reply parsed by shared/reply/, a plain
+// completion without its special ids). A chat reply is shown as `waste chat` shows one
+// (ReplyOutput, cmd_chat.cpp): reasoning apart, tool calls as JSON.
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "shared/chat/render.h"
+#include "shared/reply/reply_parser.h"
+#include "shared/tokenizer/tokenizer.h"
 #include "shared/util/error.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
 #include "tools/waste/running_instance.h"
 
 namespace waste::cli {
+
 
 namespace {
 
@@ -23,6 +35,7 @@ struct RunOptions {
   std::string prompt, system;
   SamplingParams sampling;
   bool chat = false;
+  bool no_thinking = false;  // --no-thinking (needs --chat)
   std::string connect;
   bool private_engine = false;
   bool context_given = false;  // --ctx on the command line: asked of a running instance too
@@ -45,14 +58,27 @@ void stream_text(std::string_view text) {
   std::fflush(stdout);
 }
 
+// The chat request of --chat: [system,] user, and thinking only when --no-thinking turned it
+// off (the kimi format has no thinking channel and refuses an explicit "on").
+chat::ChatRequest chat_request(const RunOptions& o) {
+  std::vector<std::pair<std::string, std::string>> msgs;
+  if (!o.system.empty()) msgs.emplace_back("system", o.system);
+  msgs.emplace_back("user", o.prompt);
+  chat::ChatRequest r = chat::simple_chat(msgs);
+  if (o.no_thinking) {
+    r.thinking = false;
+    r.thinking_given = true;
+  }
+  return r;
+}
+
 // Through a running instance: the same prompt (compute adds bos to a plain prompt opening a
 // session, as the in-process path does) and the same output.
 void run_connected(const RunOptions& o, RunningInstance& inst) {
   client::Request r;
   if (o.chat) {
     r.kind = client::Request::Kind::Chat;
-    if (!o.system.empty()) r.chat.emplace_back("system", o.system);
-    r.chat.emplace_back("user", o.prompt);
+    r.chat = chat_request(o);
   } else {
     r.kind = client::Request::Kind::Text;
     r.text = o.prompt;
@@ -69,23 +95,106 @@ void run_connected(const RunOptions& o, RunningInstance& inst) {
   auto s = inst.client->open_session(o.context_given ? uint32_t(o.engine.context) : 0);
   if (!o.chat) std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
-  const client::Result st = s->generate(r, [](int32_t, std::string_view text) {
-    stream_text(text);
-    return true;
-  });
+  client::Result st;
+  if (o.chat) {
+    const std::shared_ptr<ReplyOutput> out = open_reply_output();
+    st = s->generate_events(r, [&](const client::TokenEvent& ev) {
+      show_reply_delta(*out, ev.reasoning, ev.text, ev.tool_calls);
+      return true;
+    });
+    close_reply_output(*out);
+  } else {
+    st = s->generate(r, [](int32_t, std::string_view text) {
+      stream_text(text);
+      return true;
+    });
+  }
   print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens, st.prefill_seconds, st.hits, st.misses,
                 st.bytes_read, "instance at " + inst.where + ": " + inst.info.expert_path, st.stop_reason);
+}
+
+// A reply generated in this process, read as compute reads one
+// (compute/server/engine_service.cpp) so that both ways print the same. Engine::generate's text
+// includes special token names, so the ids are read here instead: a chat's by the reply parser
+// (shown by ReplyOutput), a plain completion's decoded without its special ids; stop strings
+// are matched in that content only, never in markup.
+class InProcessReply {
+ public:
+  // chat: nullptr for a plain completion.
+  InProcessReply(const tok::Tokenizer& t, const chat::ChatRequest* chat, std::vector<std::string> stops)
+      : tok_(t), stops_(std::move(stops)) {
+    if (chat) {
+      parser_.emplace(t, parser_options(t, *chat));
+      out_ = open_reply_output();
+    } else {
+      text_.emplace(t);
+    }
+  }
+
+  // One generated id (never a stop id: Engine::generate ends before those). False: a stop
+  // string matched, generation must end.
+  bool token(int32_t id) {
+    if (parser_) {
+      const reply::ReplyDelta d = parser_->push(uint32_t(id));
+      show_reply_delta(*out_, d.reasoning, stops_.push(d.content), d.tool_calls);
+    } else {
+      const bool text = uint32_t(id) < tok_.vocab_size() && !tok_.is_special(uint32_t(id));
+      stream_text(stops_.push(text ? text_->push(uint32_t(id)) : std::string()));
+    }
+    return !stops_.stopped();
+  }
+
+  // After generation: what is still held (unless a stop string ended the reply, as in compute),
+  // then a chat reply's end (its tool calls).
+  void finish() {
+    if (!stops_.stopped()) {
+      if (parser_) {
+        const reply::ReplyDelta d = parser_->finish();
+        show_reply_delta(*out_, d.reasoning, stops_.push(d.content) + stops_.flush(), d.tool_calls);
+      } else {
+        stream_text(stops_.push(text_->flush()) + stops_.flush());
+      }
+    }
+    if (out_) close_reply_output(*out_);
+  }
+  bool stopped() const { return stops_.stopped(); }
+
+ private:
+  // K3's reply starts inside think when the prompt opened it (thinking on, a generation prompt).
+  static reply::ParserOptions parser_options(const tok::Tokenizer& t, const chat::ChatRequest& r) {
+    reply::ParserOptions po;
+    po.format = t.config().chat_format;
+    po.thinking = po.format == tok::ChatFormat::K3 && r.thinking && r.add_generation_prompt;
+    return po;
+  }
+
+  const tok::Tokenizer& tok_;
+  StopMatcher stops_;
+  std::optional<reply::ReplyParser> parser_;
+  std::optional<tok::DecodeStream> text_;
+  std::shared_ptr<ReplyOutput> out_;
+};
+
+GenerateStats generate_in_process(Engine& e, Session& s, const std::vector<int32_t>& prompt, const RunOptions& o,
+                                  const chat::ChatRequest* chat) {
+  InProcessReply reply(e.tokenizer(), chat, o.sampling.stop);
+  SamplingParams sp = o.sampling;
+  sp.stop.clear();  // matched by InProcessReply in the content
+  // id -1 is Engine::generate's held-back raw text: InProcessReply holds its own (finish()).
+  GenerateStats st = e.generate(s, prompt, sp, [&](int32_t id, std::string_view) { return id < 0 || reply.token(id); });
+  if (reply.stopped()) st.stop_reason = "stop_string";  // Engine::generate saw the callback stop it
+  reply.finish();
+  return st;
 }
 
 void run_in_process(const RunOptions& o) {
   EngineHandle h(o.engine);
   Engine& e = h.engine();
   std::vector<int32_t> prompt;
+  std::optional<chat::ChatRequest> request;
   if (o.chat) {
-    std::vector<tok::ChatMessage> msgs;
-    if (!o.system.empty()) msgs.push_back({"system", o.system, ""});
-    msgs.push_back({"user", o.prompt, ""});
-    prompt = e.encode_chat(msgs);
+    request = chat_request(o);
+    prompt = e.encode_chat(*request);
   } else {
     prompt = e.encode(o.prompt);
     // A plain prompt starts with bos when the tokenizer asks for one.
@@ -96,16 +205,15 @@ void run_in_process(const RunOptions& o) {
   Session s = e.new_session();
   if (!o.chat) std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
-  const GenerateStats st = e.generate(s, prompt, o.sampling, [](int32_t, std::string_view text) {
-    stream_text(text);
-    return true;
-  });
+  const GenerateStats st = generate_in_process(e, s, prompt, o, request ? &*request : nullptr);
   print_figures(uint64_t(st.tokens), st.decode_seconds, st.decode_tok_per_s(), uint64_t(st.prompt_tokens),
                 st.prefill_seconds, st.experts.hits, st.experts.misses, st.experts.bytes_read, h.expert_path(),
                 st.stop_reason);
 }
 
 void run_generate(const RunOptions& o) {
+  require(!o.no_thinking || o.chat, "run: --no-thinking needs --chat");
+  require(!(!o.chat && !o.system.empty()), "run: --system needs --chat");
   const EngineCliOptions& e = o.engine;
   const bool private_only = o.private_engine || e.no_iod || !e.run_dir.empty() || !e.budget.empty() || e.slots > 0 ||
                             e.working_sets > 0;
@@ -128,7 +236,9 @@ void register_run_command(CLI::App& app) {
       "serve MODEL). Otherwise through the instance at the default run directory ($WASTE_RUN_DIR, else\n"
       "$XDG_RUNTIME_DIR/waste, else /tmp/waste-UID) when one answers there and serves MODEL; else (or with\n"
       "--private, --run-dir, --no-iod, --budget, --slots, --working-sets) the engine runs in this process, with a\n"
-      "private waste-iod unless --run-dir has one or --no-iod. The text goes to stdout, the figures to stderr.");
+      "private waste-iod unless --run-dir has one or --no-iod. The text goes to stdout, the figures to stderr.\n"
+      "With --chat the reply is parsed in the model's chat format, the same way either way: " +
+      std::string(reply_output_help()));
   add_engine_options(cmd, o->engine);
   cmd->add_option("--connect", o->connect, "Run through the running instance at this run directory / socket / host:port");
   cmd->add_flag("--private", o->private_engine, "Never use a running instance: run the engine in this process");
@@ -143,6 +253,7 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--stop", o->sampling.stop, "Stop before this string (repeatable)");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (user turn + assistant prompt)");
   cmd->add_option("--system", o->system, "System message with --chat");
+  cmd->add_flag("--no-thinking", o->no_thinking, "With --chat: answer without thinking (K3: the prompt opens the response channel)");
   cmd->callback([o, cmd] {
     o->context_given = cmd->count("--ctx") > 0;
     run_generate(*o);

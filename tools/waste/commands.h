@@ -2,6 +2,11 @@
 // throws waste::Error for bad input; main prints it and exits 1.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "shared/reply/reply_parser.h"
 
 namespace waste::cli {
 
@@ -18,5 +23,15 @@ void register_bench_command(CLI::App& app);       // bench          (tools/waste
 void register_up_commands(CLI::App& app);         // up, down, status (tools/waste/cmd_up.cpp)
 void register_chat_command(CLI::App& app);        // chat           (tools/waste/cmd_chat.cpp)
 void register_timeline_command(CLI::App& app);    // timeline merge (tools/waste/cmd_timeline.cpp)
+
+// How a chat reply is shown by `waste chat` and `waste run --chat` (cmd_chat.cpp): the answer
+// on stdout, reasoning dimmed on a terminal (else on stderr between [reasoning] fences), tool
+// calls as one JSON line after the reply.
+struct ReplyOutput;
+std::shared_ptr<ReplyOutput> open_reply_output();
+void show_reply_delta(ReplyOutput& o, std::string_view reasoning, std::string_view content,
+                      const std::vector<reply::ToolCallDelta>& calls);
+void close_reply_output(ReplyOutput& o);
+const char* reply_output_help();
 
 }  // namespace waste::cli

@@ -192,13 +192,14 @@ struct Request {
     SamplingParams p;  // greedy
     p.max_tokens = n;
     server::GenerateCallbacks cb;
-    cb.token = [this](int32_t id, std::string) {
+    cb.token = [this](server::TokenEvent ev) {
+      const int32_t id = ev.id;
       if (id < 0) return;
       ids.push_back(id);
       if (on_token) on_token(id);
     };
     cb.done = [this](server::GenerateOutcome o) { outcome.set_value(std::move(o)); };
-    svc.generate(session, std::move(prompt), p, cancel, std::move(cb));
+    svc.generate(session, std::move(prompt), p, {}, cancel, std::move(cb));
   }
   server::GenerateOutcome wait() { return outcome.get_future().get(); }
 };
