@@ -406,3 +406,40 @@ TEST_CASE("libwaste, waste chat and waste run --chat show a K3 reply's reasoning
   CHECK(run_out(waste_bin() + " run " + inst.model() + " x --no-thinking --connect " + inst.run_dir()).status == 1);
   CHECK(stderr_text().find("--no-thinking needs --chat") != std::string::npos);
 }
+
+TEST_CASE("tool_choice required / a named function constrain random weights to a well-formed call") {
+  const int port = free_port();
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  Instance inst("--http 127.0.0.1:" + std::to_string(port) + " --ctx 4096", "512M", "tiny-k3");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  const json tools = weather_request()["tools"];
+  for (int i = 0; i < 10; ++i) {
+    json req = weather_request();
+    req["thinking"] = false;  // random weights rarely close a think channel
+    req["temperature"] = 1.0;
+    req["seed"] = 7 + i;
+    req["max_tokens"] = 3000;
+    const bool named = i % 2 == 1;
+    req["tool_choice"] = named ? json::parse(R"({"type": "function", "function": {"name": "search"}})") : json("required");
+    const Http h = post(base + "/v1/chat/completions", req.dump(), tmp.path());
+    REQUIRE_MESSAGE(h.status == 200, h.body);
+    const json r = json::parse(h.body);
+    CAPTURE(h.body);
+    CHECK(r["choices"][0]["finish_reason"] == "tool_calls");
+    const json& calls = r["choices"][0]["message"]["tool_calls"];
+    REQUIRE(calls.size() == 1);
+    const std::string name = calls[0]["function"]["name"];
+    if (named) CHECK(name == "search");
+    else CHECK((name == "search" || name == "get_weather"));
+    const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>(), nullptr, false);
+    REQUIRE(args.is_object());
+    if (name == "get_weather") {
+      CHECK(args.contains("city"));
+      CHECK(args["city"].is_string());
+      if (args.contains("days")) CHECK(args["days"].is_number_integer());
+    } else {
+      if (args.contains("q")) CHECK(args["q"].is_string());
+    }
+  }
+}
