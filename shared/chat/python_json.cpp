@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "shared/reply/json_text.h"
+
 namespace waste::chat {
 
 std::string py_float_repr(double x) {
@@ -45,27 +47,10 @@ std::string py_float_repr(double x) {
 
 namespace {
 
+// JSON's required escapes only, as Python writes them with ensure_ascii=False (\u00XX lowercase).
 void dump_string(const std::string& s, std::string& out) {
   out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char u[8];
-          std::snprintf(u, sizeof u, "\\u%04x", c);
-          out += u;
-        } else {
-          out += char(c);
-        }
-    }
-  }
+  reply::append_json_escaped(out, s);
   out += '"';
 }
 

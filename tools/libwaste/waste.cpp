@@ -14,6 +14,7 @@
 #include "shared/chat/render.h"
 #include "shared/container/reader.h"
 #include "shared/model/tensors.h"
+#include "shared/plan/container_plan.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/util/error.h"
@@ -417,26 +418,8 @@ std::string absolute_path(const char* path) {
 
 // ---- the memory plan -----------------------------------------------------------------------
 
-// As `waste plan MODEL_DIR` (tools/waste/cmd_plan.cpp, whose twin this is): resident = every
-// trunk tensor but the embedding table, which stays on disk; the slot size = the largest record.
-waste::plan::PlanRequest plan_request(const std::string& dir) {
-  using namespace waste;
-  const Container c = Container::open(dir);
-  plan::PlanRequest r;
-  r.config = c.config();
-  std::vector<std::string> embedding;
-  for (const TensorSpec& s : trunk_tensor_specs(r.config))
-    if (s.role == TensorRole::Embedding) embedding.push_back(s.name);
-  for (const TensorInfo& t : c.tensors()) {
-    bool skip = false;
-    for (const std::string& e : embedding) skip |= t.name == e || t.name == r.config.tensor_prefix + e;
-    if (!skip) r.trunk_bytes += t.bytes;
-  }
-  r.trunk_source = "manifest";
-  for (const ExpertLayerInfo& l : c.expert_layers()) r.record_stride = std::max(r.record_stride, l.layout.stride);
-  require(r.record_stride > 0, dir + ": the container has no expert layers");
-  return r;
-}
+// As `waste plan MODEL_DIR`: the same inputs read off the container.
+waste::plan::PlanRequest plan_request(const std::string& dir) { return waste::plan::plan_request_of_container(dir); }
 
 void fill_plan(const waste::plan::MemoryPlan& p, waste_plan* out) {
   std::memset(out, 0, sizeof(*out));
@@ -665,6 +648,27 @@ waste_status waste_load(waste_session* s, const char* path, uint64_t* tokens) {
     if (tokens) *tokens = n;
   });
 }
+
+waste_status waste_eval(waste_session* s, const int32_t* ids, size_t n, int stepwise, float** logits_out,
+                        uint32_t* vocab_out) {
+  if (logits_out) *logits_out = nullptr;
+  return status_of([&] {
+    waste_session& ss = session_of(s);
+    need(logits_out, "logits_out");
+    if (n == 0) bad("n", "eval needs at least one id");
+    need(ids, "ids");
+    uint32_t vocab = 0;
+    const std::vector<float> v = ss.s->eval(std::vector<int32_t>(ids, ids + n), stepwise != 0, &vocab);
+    // malloc'd (a C caller's free-able memory), freed by waste_logits_free.
+    auto* p = static_cast<float*>(std::malloc(std::max<size_t>(1, v.size()) * sizeof(float)));
+    if (!p) throw std::bad_alloc();
+    std::memcpy(p, v.data(), v.size() * sizeof(float));
+    *logits_out = p;
+    if (vocab_out) *vocab_out = vocab;
+  });
+}
+
+void waste_logits_free(float* logits) { std::free(logits); }
 
 waste_status waste_session_stats_json(waste_session* s, char* buf, size_t cap, size_t* len) {
   return status_of([&] { copy_out(session_of(s).s->stats().dump(), buf, cap, len); });

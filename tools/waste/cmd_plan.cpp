@@ -8,6 +8,7 @@
 #include "shared/container/reader.h"
 #include "shared/model/presets.h"
 #include "shared/model/tensors.h"
+#include "shared/plan/container_plan.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/util/error.h"
 #include "tools/waste/commands.h"
@@ -39,20 +40,7 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
         record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
   } else {
     model_name = o.model_dir;
-    Container c = Container::open(o.model_dir);
-    r.config = c.config();
-    // Resident = every trunk tensor but the embedding table, which stays on disk.
-    std::vector<std::string> embedding;
-    for (const TensorSpec& s : trunk_tensor_specs(r.config))
-      if (s.role == TensorRole::Embedding) embedding.push_back(s.name);
-    for (const TensorInfo& t : c.tensors()) {
-      bool skip = false;
-      for (const std::string& e : embedding) skip |= t.name == e || t.name == r.config.tensor_prefix + e;
-      if (!skip) r.trunk_bytes += t.bytes;
-    }
-    r.trunk_source = "manifest";
-    for (const ExpertLayerInfo& l : c.expert_layers()) r.record_stride = std::max(r.record_stride, l.layout.stride);
-    require(r.record_stride > 0, o.model_dir + ": the container has no expert layers");
+    r = plan::plan_request_of_container(o.model_dir);
   }
   r.context = o.context;
   r.sessions = o.sessions;

@@ -1,0 +1,30 @@
+#include "shared/plan/container_plan.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "shared/container/reader.h"
+#include "shared/model/tensors.h"
+#include "shared/util/error.h"
+
+namespace waste::plan {
+
+PlanRequest plan_request_of_container(const std::string& dir) {
+  const Container c = Container::open(dir);
+  PlanRequest r;
+  r.config = c.config();
+  std::vector<std::string> embedding;
+  for (const TensorSpec& s : trunk_tensor_specs(r.config))
+    if (s.role == TensorRole::Embedding) embedding.push_back(s.name);
+  for (const TensorInfo& t : c.tensors()) {
+    bool skip = false;
+    for (const std::string& e : embedding) skip |= t.name == e || t.name == r.config.tensor_prefix + e;
+    if (!skip) r.trunk_bytes += t.bytes;
+  }
+  r.trunk_source = "manifest";
+  for (const ExpertLayerInfo& l : c.expert_layers()) r.record_stride = std::max(r.record_stride, l.layout.stride);
+  require(r.record_stride > 0, dir + ": the container has no expert layers");
+  return r;
+}
+
+}  // namespace waste::plan
