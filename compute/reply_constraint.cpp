@@ -10,6 +10,12 @@ namespace {
 
 using Kind = ConstraintSpec::Kind;
 
+std::string escape_attr(const std::string& v) {
+  std::string o;
+  for (char c : v) o += c == '&' ? "&amp;" : c == '"' ? "&quot;" : std::string(1, c);
+  return o;
+}
+
 uint32_t special(const tok::Tokenizer& t, const char* name) {
   auto id = t.special_id(name);
   require(id.has_value(), std::string("constrained reply: the tokenizer has no ") + name);
@@ -47,7 +53,8 @@ ReplyConstraint::ReplyConstraint(const tok::Tokenizer& t, std::shared_ptr<const 
       close_tag("response");
       open_tag("tools");
       sp(open), lit("call tool=\"");
-      for (const auto& [name, g] : spec.tools) names.push_back(name + "\" index=\"1\"");
+      // The name as the renderer writes attribute values (escaped), so the parser reads it back.
+      for (const auto& [name, g] : spec.tools) names.push_back(escape_attr(name) + "\" index=\"1\"");
       steps_.push_back({S::Literal, 0, names, true, nullptr});
       sp(sep);
       open_tag("json type=\"object\"");
@@ -65,7 +72,7 @@ ReplyConstraint::ReplyConstraint(const tok::Tokenizer& t, std::shared_ptr<const 
     } else {
       sp(special(t, "<|tool_calls_section_begin|>"));
       sp(special(t, "<|tool_call_begin|>"));
-      for (const auto& [name, g] : spec.tools) names.push_back("functions." + name + ":0");
+      for (const auto& [name, g] : spec.tools) names.push_back("functions." + name + ":" + std::to_string(spec.call_index));
       steps_.push_back({S::Literal, 0, names, true, nullptr});
       sp(special(t, "<|tool_call_argument_begin|>"));
       steps_.push_back({S::Grammar, special(t, "<|tool_call_end|>"), {}, false, nullptr});

@@ -26,6 +26,7 @@ struct ConstraintSpec {
   // ToolCall: the tools the call may name (one for a named tool_choice), each with the grammar
   // of its parameters.
   std::vector<std::pair<std::string, std::shared_ptr<const constrain::Grammar>>> tools;
+  size_t call_index = 0;  // Kimi: calls earlier in the conversation (the forced call's IDX)
 };
 
 class ReplyConstraint {

@@ -185,6 +185,12 @@ interface Session {
   save @5 (path :Text) -> (tokens :UInt64);
   load @6 (path :Text) -> (tokens :UInt64);
   stats @7 () -> (stats :SessionStats);
+  # The logits after each of `tokens` (model ids), computed on a fresh state: the session's own
+  # state (its conversation, position) is neither read nor changed. `logits` is little-endian
+  # f32 [tokens.size() x vocab], row i the logits after tokens[i]. stepwise: one token at a time
+  # through the decode path (as `waste eval --step`), else prefill chunks (as `waste eval`).
+  # Bounded: at most the session's context tokens and 64 MiB of logits. Runs between steps.
+  eval @8 (tokens :List(Int32), stepwise :Bool) -> (logits :Data, vocab :UInt32);
 }
 
 interface Engine {

@@ -327,6 +327,15 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
 
 int32_t EngineService::next_id(Job& j) {
   if (j.test_reply_at < j.test_reply.size()) return int32_t(j.test_reply[j.test_reply_at++]);
+  // With a truncating filter (top-k, top-p, min-p), sampling first and masking only on a refusal
+  // would favour allowed ids inside the unmasked nucleus: mask first then.
+  const SamplingParams& sp = j.sampler->params();
+  const bool filtered = sp.temperature > 0 && (sp.top_k > 1 || sp.top_p < 1.0f || sp.min_p > 0.0f);
+  if (j.constraint && filtered && !j.constraint->done()) {
+    j.masked = j.logits;
+    j.constraint->mask(j.masked);
+    return j.sampler->sample(j.masked, j.history, j.generated_from);
+  }
   int32_t id = j.sampler->sample(j.logits, j.history, j.generated_from);
   if (j.constraint && !j.constraint->allows(uint32_t(id))) {
     j.masked = j.logits;
@@ -397,7 +406,7 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
         reply::ReplyDelta d = j.parser->push(uint32_t(id));
         piece = std::move(d.content);
         ev.reasoning = std::move(d.reasoning);
-        ev.tool_calls = std::move(d.tool_calls);
+        if (!j.reply.no_tool_calls) ev.tool_calls = std::move(d.tool_calls);
       } else if (j.text && uint32_t(id) < tk->vocab_size() && !tk->is_special(uint32_t(id))) {
         // Special ids are never text: markup of a raw completion is not shown.
         piece = j.text->push(uint32_t(id));
@@ -430,6 +439,16 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
 }
 
 bool EngineService::fed(Job& j) {
+  try {
+    return fed_unguarded(j);
+  } catch (const std::exception& e) {
+    // Nothing a request brings may end the worker (every session would die with it).
+    fail(j, e.what());
+    return false;
+  }
+}
+
+bool EngineService::fed_unguarded(Job& j) {
   SessionState& s = *j.s;
   bool ended = false;
   if (!j.decoding) {
@@ -445,15 +464,6 @@ bool EngineService::fed(Job& j) {
       if (engine_->has_tokenizer()) {
         const tok::Tokenizer& t = engine_->tokenizer();
         j.text.emplace(t);
-        if (j.reply.chat) {
-          reply::ParserOptions po;
-          po.format = t.config().chat_format;
-          po.thinking = j.reply.thinking;
-          po.call_id_prefix = j.reply.call_id_prefix;
-          j.parser.emplace(t, po);
-        }
-        if (j.reply.constraint.kind != ConstraintSpec::Kind::None)
-          j.constraint.emplace(t, grammar_vocabulary(), j.reply.thinking, j.reply.constraint);
       }
       j.generated_from = j.history.size();
       j.test_reply.assign(test_reply_ids_.begin(), test_reply_ids_.end());
@@ -486,7 +496,7 @@ void EngineService::finish(Job& j, std::string error) {
       reply::ReplyDelta d = j.parser->finish();
       rest = std::move(d.content);
       ev.reasoning = std::move(d.reasoning);
-      ev.tool_calls = std::move(d.tool_calls);
+      if (!j.reply.no_tool_calls) ev.tool_calls = std::move(d.tool_calls);
     } else if (j.text) {
       rest = j.text->flush();
     }
@@ -494,7 +504,7 @@ void EngineService::finish(Job& j, std::string error) {
     ev.text += j.stops->flush();
     if (!ev.text.empty() || !ev.reasoning.empty() || !ev.tool_calls.empty()) j.cb.token(std::move(ev));
   }
-  if (j.parser) j.out.tool_calls = uint32_t(j.parser->reply().tool_calls.size());
+  if (j.parser && !j.reply.no_tool_calls) j.out.tool_calls = uint32_t(j.parser->reply().tool_calls.size());
   if (j.decoding) j.out.decode_seconds = seconds_between(j.decode_started, Clock::now());
   j.out.error = std::move(error);
   if (!j.out.error.empty()) j.out.stop_reason = "error";
@@ -579,6 +589,22 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
                                                std::to_string(config_.vocab));
   require(params.max_tokens >= 0, "generate: max_tokens must not be negative");
   auto j = std::make_shared<Job>();
+  // Everything that can refuse the request is built here, on the caller's thread, so a bad
+  // request fails alone and before it queues, never on the worker.
+  Sampler check(params);
+  if (reply.chat || reply.constraint.kind != ConstraintSpec::Kind::None) {
+    require(engine_->has_tokenizer(), "generate: a chat reply needs the model's tokenizer");
+    const tok::Tokenizer& t = engine_->tokenizer();
+    if (reply.chat) {
+      reply::ParserOptions po;
+      po.format = t.config().chat_format;
+      po.thinking = reply.thinking;
+      po.call_id_prefix = reply.call_id_prefix;
+      j->parser.emplace(t, po);
+    }
+    if (reply.constraint.kind != ConstraintSpec::Kind::None)
+      j->constraint.emplace(t, grammar_vocabulary(), reply.thinking, reply.constraint);
+  }
   {
     std::lock_guard lk(mu_);
     auto s = find(session);
@@ -731,6 +757,61 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
         s->forget();
         done(std::string(e.what()) + " (the session's state was reset)", 0);
       }
+    });
+  }
+  wake_.notify_all();
+}
+
+void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwise,
+                         std::function<void(std::string, std::vector<float>)> done) {
+  require(!ids.empty(), "eval: no tokens");
+  for (size_t i = 0; i < ids.size(); ++i)
+    require(ids[i] >= 0 && ids[i] < config_.vocab, "eval: token " + std::to_string(i) + " = " + std::to_string(ids[i]) +
+                                                       " is outside the vocabulary of " + std::to_string(config_.vocab));
+  const uint64_t V = uint64_t(config_.vocab);
+  const uint64_t bytes = uint64_t(ids.size()) * V * sizeof(float);
+  require(bytes <= kMaxEvalLogitsBytes,
+          "eval: " + std::to_string(ids.size()) + " tokens make " + std::to_string(bytes) + " bytes of logits (" +
+              std::to_string(ids.size()) + " x " + std::to_string(V) + " f32), more than the limit of " +
+              std::to_string(kMaxEvalLogitsBytes) + " bytes (64 MiB: at most " +
+              std::to_string(kMaxEvalLogitsBytes / (V * sizeof(float))) + " tokens per call)");
+  {
+    std::lock_guard lk(mu_);
+    auto s = find(session);
+    require(int64_t(ids.size()) <= s->context, "eval: " + std::to_string(ids.size()) +
+                                                   " tokens are more than the session's context of " +
+                                                   std::to_string(s->context) + " tokens");
+    control_.push_back([this, s, ids = std::move(ids), stepwise, done = std::move(done)] {
+      {
+        std::lock_guard lk2(mu_);
+        if (s->closed) {
+          done("eval: session " + std::to_string(s->id) + " is closed", {});
+          return;
+        }
+      }
+      std::vector<float> logits;
+      std::string error;
+      const ExpertSourceStats before = engine_->experts().stats();
+      try {
+        // A state of its own, as `waste eval`: the session's conversation is not touched.
+        Session fresh = engine_->new_session(s->context);
+        logits.resize(ids.size() * size_t(config_.vocab));
+        if (stepwise)
+          engine_->step_all(fresh, ids, logits.data());
+        else
+          engine_->prefill(fresh, ids, logits.data(), LogitRows::All);
+      } catch (const std::exception& e) {
+        error = std::string("eval: ") + e.what();
+        logits = {};
+      }
+      const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
+      {
+        std::lock_guard lk2(mu_);
+        add(s->counters.experts, delta);
+        expert_stats_ = engine_->experts().stats();
+      }
+      if (!error.empty()) spdlog::warn("compute: session {}: {}", s->id, error);
+      done(std::move(error), std::move(logits));
     });
   }
   wake_.notify_all();

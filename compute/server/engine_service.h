@@ -112,6 +112,7 @@ struct ReplyOptions {
   std::string call_id_prefix = "call_";
   ConstraintSpec constraint;  // kind None: free
   int top_logprobs = -1;    // -1: no logprobs; else this many alternatives (<= 20)
+  bool no_tool_calls = false;  // tool_choice "none": calls the model writes anyway are not returned
 };
 
 // What a generate request reports back, all called on the worker thread.
@@ -158,10 +159,20 @@ class EngineService {
   std::shared_ptr<const constrain::TokenVocabulary> grammar_vocabulary() const;
   void cancel(uint64_t session);
 
-  // Runs on the worker between rounds; `done` gets "" or the error. reset / save / load.
+  // Runs on the worker between rounds; `done` gets "" or the error. reset / save / load / eval.
   void reset(uint64_t session, std::function<void(std::string)> done);
   void save(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done);
   void load(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done);
+  // The logits after each of `ids` ([ids.size() x vocab], row i after ids[i]) on a fresh model
+  // state: the session's own state is neither read nor changed, so this may run while it
+  // generates. stepwise: one token at a time through the decode path (Engine::step_all), else
+  // prefill chunks (Engine::prefill, LogitRows::All), as `waste eval [--step]`. Runs on the
+  // worker between rounds (blocking the steps while it runs, as load does); refused at once
+  // (Error) for no ids, an id outside the vocabulary, more ids than the session's context or
+  // more than kMaxEvalLogitsBytes of logits; `done` gets "" and the logits, or the error.
+  static constexpr uint64_t kMaxEvalLogitsBytes = 64ull << 20;
+  void eval(uint64_t session, std::vector<int32_t> ids, bool stepwise,
+            std::function<void(std::string error, std::vector<float> logits)> done);
 
   ServiceStats stats() const;
 
@@ -186,6 +197,7 @@ class EngineService {
   int32_t next_id(Job& j);
   // After the forward: records what the job fed; false when the job ended (finished already).
   bool fed(Job& j);
+  bool fed_unguarded(Job& j);
   void fail(Job& j, const std::string& error);  // resets the session's state, then finish()
   void finish(Job& j, std::string error);
   void ensure_model_session(SessionState& s);
@@ -206,7 +218,7 @@ class EngineService {
   uint64_t next_session_ = 1;
   std::vector<std::shared_ptr<SessionState>> sessions_;
   std::deque<std::shared_ptr<Job>> incoming_;
-  std::deque<std::function<void()>> control_;  // reset/save/load/close, run on the worker
+  std::deque<std::function<void()>> control_;  // reset/save/load/eval/close, run on the worker
   int queued_ = 0, running_ = 0;
   uint64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0;
   double decode_seconds_ = 0;

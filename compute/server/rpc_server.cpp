@@ -3,8 +3,10 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <deque>
 #include <map>
@@ -22,10 +24,14 @@ kj::Exception failure(const std::string& message) {
 }
 
 // waste::Error (bad input, a refused limit) becomes an RPC error whose text the client shows.
+// A request field at fault travels as "invalid request (PARAM): message", so front ends can
+// answer 400 naming the field (waste-serve's classify()).
 template <typename F>
 kj::Promise<void> guarded(F&& f) {
   try {
     return f();
+  } catch (const chat::RequestError& e) {
+    return failure("invalid request (" + e.param + "): " + e.what());
   } catch (const std::exception& e) {
     return failure(e.what());
   }
@@ -162,6 +168,7 @@ chat::Json json_field(capnp::Text::Reader t, const std::string& where) {
   if (t.size() == 0) return nullptr;
   chat::Json j = chat::Json::parse(std::string_view(t.cStr(), t.size()), nullptr, false);
   if (j.is_discarded()) throw chat::RequestError(where, "is not valid JSON");
+  chat::check_json_depth(j, where);
   return j;
 }
 
@@ -221,17 +228,29 @@ chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, 
 chat::Json tool_parameters(const chat::ChatRequest& r, const std::string& name) {
   auto find_in = [&](const chat::Json& tools) -> std::optional<chat::Json> {
     if (!tools.is_array()) return std::nullopt;
-    for (const auto& t : tools)
-      if (t["function"]["name"] == name)
-        return t["function"].contains("parameters") && !t["function"]["parameters"].is_null()
-                   ? t["function"]["parameters"]
-                   : chat::Json{{"type", "object"}};
+    for (const auto& t : tools) {
+      if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+      const chat::Json& f = t["function"];
+      if (!f.contains("name") || f["name"] != name) continue;
+      return f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : chat::Json{{"type", "object"}};
+    }
     return std::nullopt;
   };
   if (auto p = find_in(r.tools)) return *p;
   for (const auto& m : r.messages)
     if (auto p = find_in(m.tools)) return *p;
   throw chat::RequestError("tool_choice", "\"" + name + "\" is not a declared tool");
+}
+
+// A schema the grammar cannot enforce is the client's field at fault (400), not a server error.
+std::shared_ptr<const constrain::Grammar> compile_schema(const chat::Json& schema, const std::string& where) {
+  try {
+    return constrain::compile_json_schema(schema, where);
+  } catch (const chat::RequestError&) {
+    throw;
+  } catch (const Error& e) {
+    throw chat::RequestError(where, e.what());
+  }
 }
 
 ReplyOptions reply_options(EngineService& svc, const chat::ChatRequest* chat, proto::GenerateRequest::Reader req,
@@ -258,15 +277,19 @@ ReplyOptions reply_options(EngineService& svc, const chat::ChatRequest* chat, pr
     std::vector<std::string> names = chat->tool_choice.mode == Mode::Named
                                          ? std::vector<std::string>{chat->tool_choice.name}
                                          : chat::declared_tool_names(*chat);
+    if (names.empty()) throw chat::RequestError("tool_choice", "needs tools to choose from");
     for (const std::string& n : names)
-      ro.constraint.tools.push_back({n, constrain::compile_json_schema(tool_parameters(*chat, n), "tools[" + n + "].function.parameters")});
+      ro.constraint.tools.push_back({n, compile_schema(tool_parameters(*chat, n), "tools[" + n + "].function.parameters")});
+    // Kimi numbers calls across the conversation (functions.NAME:IDX): the forced call is next.
+    for (const chat::Message& m : chat->messages) ro.constraint.call_index += m.tool_calls.size();
   } else if (chat->response_format.type == chat::ResponseFormat::Type::JsonSchema) {
     ro.constraint.kind = ConstraintSpec::Kind::Json;
-    ro.constraint.json = constrain::compile_json_schema(chat->response_format.schema, "response_format.json_schema.schema");
+    ro.constraint.json = compile_schema(chat->response_format.schema, "response_format.json_schema.schema");
   } else if (chat->response_format.type == chat::ResponseFormat::Type::JsonObject) {
     ro.constraint.kind = ConstraintSpec::Kind::Json;
     ro.constraint.json = constrain::any_json_object();
   }
+  ro.no_tool_calls = chat->tool_choice.mode == Mode::None && chat->tool_choice.given;
   return ro;
 }
 
@@ -288,7 +311,7 @@ SamplingParams sampling_of(proto::GenerateRequest::Reader r) {
   require(std::isfinite(p.temperature) && p.temperature >= 0 && p.temperature <= 100,
           "temperature must be a number from 0 to 100");
   require(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1]");
-  require(std::isfinite(p.min_p) && p.min_p >= 0 && p.min_p <= 1, "min_p must be in [0, 1]");
+  require(std::isfinite(p.min_p) && p.min_p >= 0 && p.min_p < 1, "min_p must be in [0, 1)");
   require(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 && p.repetition_penalty <= 100,
           "repetition_penalty must be in (0, 100]");
   auto stops = r.getStop();
@@ -448,6 +471,35 @@ class SessionImpl final : public proto::Session::Server {
     return save_or_load(ctx.getParams().getPath().cStr(), false, [ctx](uint64_t n) mutable { ctx.getResults().setTokens(n); });
   }
 
+  // Logits on a fresh state (EngineService::eval), run on the worker between rounds.
+  kj::Promise<void> eval(EvalContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      auto tokens = ctx.getParams().getTokens();
+      std::vector<int32_t> ids;
+      ids.reserve(tokens.size());
+      for (int32_t id : tokens) ids.push_back(id);
+      using Reply = std::pair<std::string, std::vector<float>>;
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<Reply>();
+      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Reply>>>(kj::mv(paf.fulfiller));
+      st_.service.eval(id_, std::move(ids), ctx.getParams().getStepwise(),
+                       [f](std::string err, std::vector<float> logits) {
+                         (*f)->fulfill(std::make_pair(std::move(err), std::move(logits)));
+                       });
+      const uint32_t vocab = uint32_t(st_.service.config().vocab);
+      return paf.promise.then([ctx, vocab](Reply r) mutable -> kj::Promise<void> {
+        if (!r.first.empty()) return failure(r.first);
+        static_assert(std::endian::native == std::endian::little, "eval sends the logits as little-endian f32");
+        const size_t bytes = r.second.size() * sizeof(float);
+        // One segment big enough for the blob (no growth copies of up to 64 MiB).
+        auto res = ctx.getResults(capnp::MessageSize{bytes / 8 + 64, 0});
+        res.setVocab(vocab);
+        auto data = res.initLogits(capnp::uint(bytes));
+        std::memcpy(data.begin(), r.second.data(), bytes);
+        return kj::READY_NOW;
+      });
+    });
+  }
+
   kj::Promise<void> stats(StatsContext ctx) override {
     return guarded([&]() -> kj::Promise<void> {
       fill_session_stats(ctx.getResults().initStats(), st_.service.snapshot(id_));
@@ -551,13 +603,22 @@ class EngineImpl final : public proto::Engine::Server {
   ServerState& st_;
 };
 
+// Cap'n Proto refuses to send a message over the network's receive limit (64 MiB by default):
+// an eval reply holds up to EngineService::kMaxEvalLogitsBytes of logits plus its framing, so
+// the limit is 80 MiB (the client, tools/libwaste/engine_client.cpp, reads with the same).
+capnp::ReaderOptions connection_options() {
+  capnp::ReaderOptions o;
+  o.traversalLimitInWords = (EngineService::kMaxEvalLogitsBytes + (uint64_t(16) << 20)) / 8;
+  return o;
+}
+
 struct Connection {
   kj::Own<kj::AsyncIoStream> stream;
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   Connection(kj::Own<kj::AsyncIoStream>&& s, ServerState& st)
       : stream(kj::mv(s)),
-        network(*stream, capnp::rpc::twoparty::Side::SERVER),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, connection_options()),
         rpc(capnp::makeRpcServer(network, capnp::Capability::Client(kj::heap<EngineImpl>(st)))) {}
 };
 

@@ -1,5 +1,7 @@
 #include "shared/chat/chat_request.h"
 
+#include <cctype>
+
 namespace waste::chat {
 
 namespace {
@@ -21,6 +23,13 @@ std::string need_string(const Json& v, const std::string& where) {
 std::optional<std::string> optional_string(const Json& obj, const char* key, const std::string& where) {
   if (!obj.contains(key) || obj[key].is_null()) return std::nullopt;
   return need_string(obj[key], where + "." + key);
+}
+
+// OpenAI's rule for function names: what every client and tool parser expects.
+void check_function_name(const std::string& name, const std::string& where) {
+  bool ok = !name.empty() && name.size() <= 64;
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+  if (!ok) bad(where, "a function name is 1 to 64 letters, digits, '_', '-' or '.'");
 }
 
 void check_keys(const Json& obj, std::initializer_list<const char*> known, const std::string& where) {
@@ -88,6 +97,9 @@ ToolCall parse_tool_call(const Json& tc, const std::string& w) {
   if (nested) check_keys(fn, {"name", "arguments"}, fw);
   if (!fn.contains("name")) bad(fw + ".name", "is required");
   call.name = need_string(fn["name"], fw + ".name");
+  if (call.name.empty()) bad(fw + ".name", "must not be empty");
+  // Ids name calls in prompts and replies; a bounded length keeps them out of the way.
+  if (call.id && call.id->size() > 256) bad(w + ".id", "longer than 256 bytes");
   if (fn.contains("arguments")) {
     const Json& a = fn["arguments"];
     if (a.is_string()) call.arguments = a.get<std::string>();
@@ -155,14 +167,31 @@ void check_tools(const Json& tools, const std::string& w) {
     if (!t.contains("type") || t["type"] != "function") bad(tw + ".type", "only \"function\" tools are supported");
     if (!t.contains("function") || !t["function"].is_object()) bad(tw + ".function", "must be an object");
     const Json& f = t["function"];
-    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
-      bad(tw + ".function.name", "must be a non-empty string");
+    check_keys(t, {"type", "function"}, tw);
+    check_keys(f, {"name", "description", "parameters", "strict"}, tw + ".function");
+    if (!f.contains("name") || !f["name"].is_string()) bad(tw + ".function.name", "must be a string");
+    check_function_name(f["name"].get<std::string>(), tw + ".function.name");
+    // strict: true promises arguments that match the schema; only a forced call (tool_choice
+    // required or named) is constrained, so the promise cannot be kept for every reply.
+    if (f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>())
+      bad(tw + ".function.strict", "strict function calling is not supported (use tool_choice required or a named function, which are enforced)");
     if (f.contains("parameters") && !f["parameters"].is_object() && !f["parameters"].is_null())
       bad(tw + ".function.parameters", "must be a JSON schema object");
   }
 }
 
 }  // namespace
+
+void check_json_depth(const Json& j, const std::string& where) {
+  std::vector<std::pair<const Json*, size_t>> stack = {{&j, 1}};
+  while (!stack.empty()) {
+    auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (depth > kMaxJsonDepth) bad(where, "nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    if (v->is_structured())
+      for (const Json& x : *v) stack.push_back({&x, depth + 1});
+  }
+}
 
 const std::vector<std::string>& chat_request_fields() {
   static const std::vector<std::string> f = {"messages", "tools", "tool_choice", "response_format", "thinking",
@@ -173,6 +202,7 @@ const std::vector<std::string>& chat_request_fields() {
 
 ChatRequest parse_chat_request(const Json& j) {
   if (!j.is_object()) bad("request", "must be a JSON object");
+  check_json_depth(j, "request");
   ChatRequest r;
   if (!j.contains("messages")) bad("messages", "is required");
   const Json& ms = j["messages"];
@@ -231,6 +261,9 @@ ChatRequest parse_chat_request(const Json& j) {
       if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
         bad("response_format.json_schema", "must be an object");
       const Json& js = rf["json_schema"];
+      // OpenAI's wrapper {name, description, schema, strict}; without "schema" the object is
+      // the schema itself (as K3's encoder reads it).
+      if (js.contains("schema")) check_keys(js, {"name", "description", "schema", "strict"}, "response_format.json_schema");
       r.response_format.type = ResponseFormat::Type::JsonSchema;
       // encoding_k3.py: json_schema.get("schema", json_schema.get("json_schema", json_schema)).
       if (js.contains("schema")) r.response_format.schema = js["schema"];
@@ -247,8 +280,10 @@ ChatRequest parse_chat_request(const Json& j) {
     const Json& t = j["thinking"];
     // A boolean (K3's encoder), or {"type": "enabled"|"disabled"} as some Kimi clients send.
     if (t.is_boolean()) r.thinking = t.get<bool>();
-    else if (t.is_object() && t.contains("type") && (t["type"] == "enabled" || t["type"] == "disabled"))
+    else if (t.is_object() && t.contains("type") && (t["type"] == "enabled" || t["type"] == "disabled")) {
+      check_keys(t, {"type"}, "thinking");
       r.thinking = t["type"] == "enabled";
+    }
     else bad("thinking", "must be a boolean (or {\"type\": \"enabled\" | \"disabled\"})");
     r.thinking_given = true;
   }

@@ -70,6 +70,11 @@ struct ChatRequest {
   std::optional<std::vector<std::string>> image_prompts;  // one rendered media prompt per image
 };
 
+// Values nested deeper than this are refused (nlohmann copies and Python-style dumps recurse).
+inline constexpr size_t kMaxJsonDepth = 64;
+// Throws RequestError(where) when `j` nests deeper than kMaxJsonDepth. Iterative.
+void check_json_depth(const Json& j, const std::string& where);
+
 // Which top-level fields parse_chat_request reads. The HTTP server knows its own sampling
 // fields; `waste prompt` accepts only these.
 const std::vector<std::string>& chat_request_fields();

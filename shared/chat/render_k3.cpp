@@ -152,6 +152,7 @@ void tool_calls(Writer& w, const std::vector<ToolCall>& calls, const std::string
     w.open("call", {{"tool", c.name}, {"index", std::to_string(i + 1)}});
     if (!blank(c.arguments)) {
       Json args = Json::parse(c.arguments, nullptr, false);
+      if (!args.is_discarded()) check_json_depth(args, where + "[" + std::to_string(i) + "].function.arguments");
       if (args.is_discarded()) {
         // Arguments that are not JSON keep their text, unrepaired.
         w.open("json", {{"type", "object"}});

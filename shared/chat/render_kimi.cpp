@@ -11,7 +11,6 @@
 // functions.NAME:IDX, and a tool result naming it by tool_call_id gets the same rendered id.
 // Earlier turns' reasoning is not rendered: the K2 templates drop it from the history.
 #include <map>
-#include <regex>
 
 #include "shared/chat/render.h"
 
@@ -19,9 +18,16 @@ namespace waste::chat {
 
 namespace {
 
+// functions.NAME:IDX (NAME without ':', IDX decimal). A scan, not std::regex: libstdc++'s
+// matcher recurses per character and a client's id could overflow the stack.
 bool is_kimi_call_id(const std::string& id) {
-  static const std::regex re(R"(functions\.[^:]+:\d+)");
-  return std::regex_match(id, re);
+  const std::string prefix = "functions.";
+  if (id.compare(0, prefix.size(), prefix) != 0) return false;
+  const size_t colon = id.find(':', prefix.size());
+  if (colon == std::string::npos || colon == prefix.size() || colon + 1 == id.size()) return false;
+  for (size_t i = colon + 1; i < id.size(); ++i)
+    if (id[i] < '0' || id[i] > '9') return false;
+  return true;
 }
 
 void content(std::vector<Segment>& out, const std::vector<ContentPart>& parts, const std::string& where) {

@@ -4,8 +4,10 @@
 #include <signal.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -13,6 +15,7 @@
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"
+#include "tools/libwaste/waste.h"
 
 using namespace waste;
 using namespace waste::test;
@@ -283,4 +286,104 @@ TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the super
   client::Client c(where);
   CHECK(c.stats()["engine"]["reattaches"].get<int>() >= 1);
   CHECK(inst.pid_of("iod") != iod_pid);
+}
+
+namespace {
+std::vector<float> read_f32_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE_MESSAGE(f.good(), "cannot read " << path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() % 4 == 0);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+bool same_bits(const float* a, const std::vector<float>& b, size_t n) {
+  return n == b.size() && std::memcmp(a, b.data(), n * sizeof(float)) == 0;
+}
+}  // namespace
+
+TEST_CASE("engine: eval over the RPC (C++ client and libwaste) gives waste eval's logits bit for bit; the session is untouched") {
+  Instance inst;
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  const std::string where = inst.run_dir();
+  TempDir tmp;
+  client::Client c(where);
+  const client::Info info = c.info();
+  auto s = c.open_session();
+  client::Request first;
+  first.text = "First turn";
+  first.max_tokens = 6;
+  s->generate(first, [](int32_t, std::string_view) { return true; });
+  const int64_t pos = s->stats()["position"].get<int64_t>();
+  REQUIRE(pos > 0);
+  const std::vector<int32_t> ids = s->tokenize("The quick brown fox jumps over the lazy dog, and then over the fence");
+  REQUIRE(ids.size() >= 8);
+  {
+    std::ofstream f(tmp / "ids.json");
+    f << nlohmann::json(ids).dump();
+  }
+  for (const char* mode : {"", " --step"})
+    REQUIRE(run_command(waste_bin() + " eval " + inst.model() + " --tokens " + (tmp / "ids.json") + " --logits " +
+                        (tmp / (*mode ? "step.f32" : "prefill.f32")) + mode + " --no-iod").status == 0);
+  const std::vector<float> ref_prefill = read_f32_file(tmp / "prefill.f32"), ref_step = read_f32_file(tmp / "step.f32");
+
+  uint32_t V = 0;
+  const std::vector<float> pre = s->eval(ids, false, &V);
+  CHECK(V == info.vocab);
+  CHECK(pre.size() == ids.size() * V);
+  CHECK(same_bits(pre.data(), ref_prefill, pre.size()));
+  const std::vector<float> step = s->eval(ids, true);
+  CHECK(same_bits(step.data(), ref_step, step.size()));
+  CHECK(s->eval(ids) == pre);
+  CHECK(s->stats()["position"].get<int64_t>() == pos);
+  CHECK_THROWS_WITH_AS(s->eval({int32_t(info.vocab)}), doctest::Contains("outside the vocabulary"), Error);
+  CHECK_THROWS_WITH_AS(s->eval({}), doctest::Contains("no tokens"), Error);
+  {
+    auto small = c.open_session(4);
+    CHECK_THROWS_WITH_AS(small->eval(ids), doctest::Contains("context of 4"), Error);
+  }
+
+  waste_client* wc = waste_connect(where.c_str());
+  REQUIRE_MESSAGE(wc != nullptr, waste_last_error());
+  waste_session* ws = waste_open_session(wc, 0);
+  REQUIRE_MESSAGE(ws != nullptr, waste_last_error());
+  float* logits = nullptr;
+  uint32_t vocab = 0;
+  REQUIRE_MESSAGE(waste_eval(ws, ids.data(), ids.size(), 0, &logits, &vocab) == WASTE_OK, waste_last_error());
+  CHECK(vocab == V);
+  CHECK(same_bits(logits, ref_prefill, ids.size() * vocab));
+  waste_logits_free(logits);
+  logits = nullptr;
+  REQUIRE(waste_eval(ws, ids.data(), ids.size(), 1, &logits, nullptr) == WASTE_OK);
+  CHECK(same_bits(logits, ref_step, ids.size() * V));
+  waste_logits_free(logits);
+  logits = reinterpret_cast<float*>(&vocab);  // set to NULL on any error
+  CHECK(waste_eval(ws, ids.data(), 0, 0, &logits, &vocab) == WASTE_ERROR_ARGUMENT);
+  CHECK(std::string(waste_last_error_field()) == "n");
+  CHECK(logits == nullptr);
+  const int32_t bad = int32_t(V);
+  CHECK(waste_eval(ws, &bad, 1, 0, &logits, &vocab) == WASTE_ERROR);
+  CHECK(std::string(waste_last_error()).find("outside the vocabulary") != std::string::npos);
+  CHECK(waste_eval(ws, ids.data(), ids.size(), 0, nullptr, &vocab) == WASTE_ERROR_ARGUMENT);
+  waste_logits_free(nullptr);
+  waste_close_session(ws);
+  waste_disconnect(wc);
+}
+
+TEST_CASE("engine: eval of exactly 64 MiB of logits crosses the RPC; one more token is refused naming the limit") {
+  Instance inst("--ctx 4097");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  client::Client c(inst.run_dir());
+  const client::Info info = c.info();
+  REQUIRE(info.vocab == 4096);  // tiny-kimi-linear: 16 KiB a row, 4096 rows = 64 MiB
+  auto s = c.open_session();
+  std::vector<int32_t> ids(4096);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919) % info.vocab);
+  const std::vector<float> all = s->eval(ids);
+  CHECK(all.size() == size_t(4096) * 4096);
+  const std::vector<float> head = s->eval(std::vector<int32_t>(ids.begin(), ids.begin() + 10));
+  CHECK(std::memcmp(head.data(), all.data(), head.size() * sizeof(float)) == 0);
+  ids.push_back(1);
+  CHECK_THROWS_WITH_AS(s->eval(ids), doctest::Contains("64 MiB"), Error);
 }

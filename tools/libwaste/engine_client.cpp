@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <bit>
+#include <cstring>
 #include <filesystem>
 
 #include "proto/engine.capnp.h"
@@ -154,13 +156,22 @@ struct Poller {
   }
 };
 
+// Replies may be larger than Cap'n Proto's default 64 MiB read limit: an eval's logits alone
+// may be 64 MiB (EngineService::kMaxEvalLogitsBytes), plus the message around them.
+capnp::ReaderOptions reader_options() {
+  capnp::ReaderOptions o;
+  o.traversalLimitInWords = (uint64_t(64) << 20) / 8 + (uint64_t(16) << 20) / 8;  // 80 MiB
+  return o;
+}
+
 }  // namespace
 
 struct Client::Impl {
   std::string address;
   capnp::EzRpcClient rpc;
   proto::Engine::Client engine;
-  explicit Impl(const std::string& a) : address(a), rpc(a.c_str()), engine(rpc.getMain<proto::Engine>()) {}
+  explicit Impl(const std::string& a)
+      : address(a), rpc(a.c_str(), 0, reader_options()), engine(rpc.getMain<proto::Engine>()) {}
   kj::WaitScope& ws() { return rpc.getWaitScope(); }
 };
 
@@ -365,6 +376,28 @@ uint64_t Session::load(const std::string& path) {
     auto req = impl_->session.loadRequest();
     req.setPath(path);
     return req.send().wait(c.ws()).getTokens();
+  });
+}
+
+std::vector<float> Session::eval(const std::vector<int32_t>& ids, bool stepwise, uint32_t* vocab) {
+  Client::Impl& c = *impl_->client;
+  return call(c.address, "eval", [&] {
+    static_assert(std::endian::native == std::endian::little, "eval's logits are little-endian f32");
+    require(ids.size() < (size_t(1) << 29), "eval: " + std::to_string(ids.size()) + " ids are too many for one call");
+    auto req = impl_->session.evalRequest();
+    auto l = req.initTokens(uint32_t(ids.size()));
+    for (size_t i = 0; i < ids.size(); ++i) l.set(uint32_t(i), ids[i]);
+    req.setStepwise(stepwise);
+    auto r = req.send().wait(c.ws());
+    const uint32_t V = r.getVocab();
+    auto data = r.getLogits();
+    require(V > 0 && data.size() == uint64_t(ids.size()) * V * sizeof(float),
+            "eval: compute sent " + std::to_string(data.size()) + " bytes of logits for " + std::to_string(ids.size()) +
+                " tokens of a vocabulary of " + std::to_string(V));
+    std::vector<float> out(data.size() / sizeof(float));
+    std::memcpy(out.data(), data.begin(), data.size());
+    if (vocab) *vocab = V;
+    return out;
   });
 }
 

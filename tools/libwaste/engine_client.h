@@ -101,6 +101,12 @@ class Session {
   uint64_t save(const std::string& path);  // on the compute host; returns tokens saved
   uint64_t load(const std::string& path);
   nlohmann::json stats();
+  // The logits after each of `ids`, [ids.size() x vocab] (row i after ids[i]), computed by
+  // compute on a fresh state: this session's conversation and position are untouched.
+  // stepwise: one token at a time through the decode path, else prefill chunks (as `waste eval
+  // [--step]`). *vocab (may be NULL) gets the row length. Compute refuses more ids than the
+  // session's context or more than 64 MiB of logits (Error naming the limit).
+  std::vector<float> eval(const std::vector<int32_t>& ids, bool stepwise = false, uint32_t* vocab = nullptr);
 
  private:
   friend class Client;

@@ -265,6 +265,18 @@ waste_status waste_detokenize(waste_session* s, const int32_t* ids, size_t n, ch
  * runs, which may not be where the caller runs. *tokens (may be NULL): how many tokens. */
 waste_status waste_save(waste_session* s, const char* path, uint64_t* tokens);
 waste_status waste_load(waste_session* s, const char* path, uint64_t* tokens);
+/* Eval: the model's logits after each of ids[0..n), computed by compute on a fresh state (this
+ * session's conversation and position are neither read nor changed). stepwise != 0: one token
+ * at a time through the decode path, else prefill chunks (as `waste eval [--step]`; the two
+ * agree to rounding). On success *logits_out gets n x *vocab_out floats, row i = the logits
+ * after ids[i], to be freed with waste_logits_free(); on error *logits_out is NULL. Compute
+ * refuses (WASTE_ERROR, the message names the limit) an id outside the vocabulary, more ids
+ * than the session's context, and more than 64 MiB of logits (n x vocab x 4 bytes: e.g. 102
+ * ids at a vocabulary of 163840). vocab_out may be NULL. */
+waste_status waste_eval(waste_session* s, const int32_t* ids, size_t n, int stepwise, float** logits_out,
+                        uint32_t* vocab_out);
+/* Frees the logits of waste_eval (NULL: nothing). */
+void waste_logits_free(float* logits);
 /* The session's figures as JSON ({"id", "position", "context", "generating", "requests",
  * "prompt_tokens", "tokens", ...}) into buf. */
 waste_status waste_session_stats_json(waste_session* s, char* buf, size_t cap, size_t* len);

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "compute/constrain/json_schema.h"
+#include "shared/chat/render.h"
 #include "shared/util/error.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/serve/openai.h"
@@ -44,6 +46,14 @@ void send_error(httplib::Response& res, const ApiError& e) {
 // A compute error as an HTTP error: limits -> 429, a prompt too long -> 400, no compute -> 503.
 ApiError classify(const std::string& what) {
   auto has = [&](const char* s) { return what.find(s) != std::string::npos; };
+  // Compute's refusal of a request field: "invalid request (PARAM): message".
+  if (const size_t at = what.find("invalid request ("); at != std::string::npos) {
+    const size_t end = what.find("): ", at);
+    if (end != std::string::npos) {
+      const std::string param = what.substr(at + 17, end - at - 17);
+      return {400, what.substr(end + 3), "invalid_request_error", param, ""};
+    }
+  }
   if (has("does not fit the context") || has("context of"))
     return {400, what, "invalid_request_error", "messages", "context_length_exceeded"};
   if (has("too many sessions") || has("compute is busy") || has("already generating"))
@@ -62,6 +72,17 @@ bool authorized(const Config& cfg, const httplib::Request& req, httplib::Respons
   return false;
 }
 
+
+// A schema the grammar cannot enforce is the client's field at fault.
+void compile_or_refuse(const waste::chat::Json& schema, const std::string& where) {
+  try {
+    waste::constrain::compile_json_schema(schema, where);
+  } catch (const waste::chat::RequestError&) {
+    throw;
+  } catch (const waste::Error& e) {
+    throw waste::chat::RequestError(where, e.what());
+  }
+}
 
 // The reply of one request as its tokens arrive: content, reasoning and tool calls (already
 // parsed by token id in compute), the OpenAI delta of each token, and logprobs.
@@ -169,8 +190,28 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
   try {
     client = std::make_shared<waste::client::Client>(cfg.address);
     session = std::shared_ptr<waste::client::Session>(client->open_session(0).release());
+    // What compute would refuse about the chat is refused here too, before any header goes out,
+    // so a streamed request gets its 400 as well: the prompt renders in the model's chat format
+    // and every schema compiles into a grammar.
+    const auto info = client->info();
+    if (chat) {
+      try {
+        const waste::tok::ChatFormat format = waste::tok::parse_chat_format_name(info.chat_format, "compute's chat format");
+        if (format == waste::tok::ChatFormat::None) return send_error(res, {400, "this model has no chat format: use /v1/completions", "invalid_request_error", "messages", ""});
+        waste::chat::render_prompt(format, parsed->request.chat);
+        const auto& c = parsed->request.chat;
+        if (c.response_format.type == waste::chat::ResponseFormat::Type::JsonSchema)
+          compile_or_refuse(c.response_format.schema, "response_format.json_schema.schema");
+        if (c.tool_choice.mode == waste::chat::ToolChoice::Mode::Required || c.tool_choice.mode == waste::chat::ToolChoice::Mode::Named)
+          for (const auto& t : c.tools)
+            if (t["function"].contains("parameters") && !t["function"]["parameters"].is_null())
+              compile_or_refuse(t["function"]["parameters"], "tools[" + t["function"]["name"].get<std::string>() + "].function.parameters");
+      } catch (const waste::chat::RequestError& e) {
+        return send_error(res, {400, e.what(), "invalid_request_error", e.param, ""});
+      }
+    }
     // Over-long prompts are refused up front (compute re-checks with the template included).
-    const uint32_t max_ctx = client->info().default_context;
+    const uint32_t max_ctx = info.default_context;
     if (parsed->prompt_text.size() >= max_ctx) {
       const size_t n = session->tokenize(parsed->prompt_text).size();
       if (n >= max_ctx)

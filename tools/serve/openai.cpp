@@ -156,6 +156,8 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     if (present(j, "stream_options")) {
       const auto& so = j["stream_options"];
       if (!so.is_object()) throw Bad{"stream_options", "stream_options must be an object"};
+      for (auto it = so.begin(); it != so.end(); ++it)
+        if (it.key() != "include_usage") throw Bad{"stream_options." + it.key(), "unsupported field"};
       if (so.contains("include_usage")) {
         if (!so["include_usage"].is_boolean()) throw Bad{"stream_options.include_usage", "include_usage must be a boolean"};
         p.include_usage = so["include_usage"].get<bool>();
@@ -168,7 +170,10 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     if (present(j, "user") && !j["user"].is_string()) throw Bad{"user", "user must be a string"};
     if (present(j, "frequency_penalty")) r.frequency_penalty = float(number(j, "frequency_penalty", -2, 2));
     if (present(j, "presence_penalty")) r.presence_penalty = float(number(j, "presence_penalty", -2, 2));
-    if (present(j, "min_p")) r.min_p = float(number(j, "min_p", 0, 1));
+    if (present(j, "min_p")) {
+      r.min_p = float(number(j, "min_p", 0, 1));
+      if (r.min_p >= 1) throw Bad{"min_p", "min_p must be less than 1"};
+    }
     if (present(j, "repetition_penalty")) {
       r.repetition_penalty = float(number(j, "repetition_penalty", 0, 100));
       if (r.repetition_penalty <= 0) throw Bad{"repetition_penalty", "repetition_penalty must be greater than 0"};

@@ -1,7 +1,8 @@
 // The Engine on a real container: a fixture written losslessly (f32) is opened, the trunk
 // loaded, the embedding read per token from disk, and generate() reproduces the fixture's
 // reference greedy continuation; chunked prefill matches the reference logits; stop reasons;
-// the compute service's batched steps (fair to decoders, tokens as alone, cancel).
+// the compute service's batched steps (fair to decoders, tokens as alone, cancel); the service's
+// eval (Engine::prefill's and step_all's logits bit for bit, on a fresh state).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -262,4 +263,105 @@ TEST_CASE("service: sessions decode in shared steps, a long prefill does not sta
   CHECK(c.ids.size() == 1);
   CHECK(d.wait().stop_reason == "max_tokens");
   CHECK(d.ids == std::vector<int32_t>(ya.ids.begin(), ya.ids.begin() + 5));
+}
+
+namespace {
+
+struct EvalResult {
+  std::string error;
+  std::vector<float> logits;
+};
+
+EvalResult eval_sync(server::EngineService& svc, uint64_t session, std::vector<int32_t> ids, bool stepwise) {
+  std::promise<EvalResult> p;
+  svc.eval(session, std::move(ids), stepwise,
+           [&](std::string error, std::vector<float> logits) { p.set_value({std::move(error), std::move(logits)}); });
+  return p.get_future().get();
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("service: eval gives Engine::prefill's / step_all's logits bit for bit on a fresh state; the session is untouched") {
+  Fixture f;
+  server::ServiceOptions o;
+  o.model = f.model;
+  o.context = 64;
+  o.max_context = 40000;
+  o.prefill_chunk = 5;  // 24 ids: four full chunks and a short one
+  server::EngineService svc(o);
+  const size_t V = size_t(svc.config().vocab);
+
+  // In-process references with the same prefill chunk.
+  EngineOptions eo = options(f.model);
+  eo.prefill_chunk = 5;
+  Engine e(eo);
+  std::vector<float> prefill_ref(f.prompt.size() * V), step_ref(f.prompt.size() * V);
+  {
+    Session s = e.new_session();
+    e.prefill(s, f.prompt, prefill_ref.data(), LogitRows::All);
+    Session t = e.new_session();
+    e.step_all(t, f.prompt, step_ref.data());
+  }
+
+  // A session with a conversation: eval must neither read nor change it.
+  const std::vector<int32_t> first(f.prompt.begin(), f.prompt.begin() + 6), more(f.prompt.begin() + 6, f.prompt.begin() + 9);
+  const uint64_t a = svc.open(0), b = svc.open(0);
+  Request ga, gb;
+  ga.submit(svc, a, first, 4);
+  gb.submit(svc, b, first, 4);
+  REQUIRE(ga.wait().error.empty());
+  REQUIRE(gb.wait().error.empty());
+  const int64_t pos = svc.position(a);
+  CHECK(pos == 6 + 4);
+
+  const EvalResult pre = eval_sync(svc, a, f.prompt, false);
+  REQUIRE_MESSAGE(pre.error.empty(), pre.error);
+  CHECK(pre.logits.size() == f.prompt.size() * V);
+  CHECK(same_bits(pre.logits, prefill_ref));
+  const EvalResult step = eval_sync(svc, a, f.prompt, true);
+  REQUIRE_MESSAGE(step.error.empty(), step.error);
+  CHECK(same_bits(step.logits, step_ref));
+  // Against the fixture's reference, as `waste eval` is checked (tests/integration/test_eval.cpp).
+  double worst = 0, worst_step = 0;
+  for (size_t i = 0; i < pre.logits.size(); ++i) {
+    worst = std::max(worst, double(std::fabs(pre.logits[i] - f.ref[i])));
+    worst_step = std::max(worst_step, double(std::fabs(step.logits[i] - pre.logits[i])));
+  }
+  CHECK(worst <= 1e-3);
+  CHECK(worst_step <= 1e-3);
+  // Again: the same bits (no state carried from one eval to the next).
+  CHECK(same_bits(eval_sync(svc, a, f.prompt, false).logits, prefill_ref));
+
+  CHECK(svc.position(a) == pos);
+  CHECK(svc.snapshot(a).counters.requests == 1);
+  // The session continues as one that never evaluated.
+  Request ca, cb;
+  ca.submit(svc, a, more, 6);
+  cb.submit(svc, b, more, 6);
+  REQUIRE(ca.wait().error.empty());
+  REQUIRE(cb.wait().error.empty());
+  CHECK(ca.ids == cb.ids);
+  CHECK(ga.ids == gb.ids);
+
+  // Refusals, at once and naming the limit.
+  CHECK_THROWS_WITH_AS(svc.eval(a, {}, false, [](std::string, std::vector<float>) {}), doctest::Contains("no tokens"), Error);
+  CHECK_THROWS_WITH_AS(svc.eval(a, {1, int32_t(V)}, false, [](std::string, std::vector<float>) {}),
+                       doctest::Contains("outside the vocabulary"), Error);
+  CHECK_THROWS_WITH_AS(svc.eval(a, std::vector<int32_t>(65, 0), false, [](std::string, std::vector<float>) {}),
+                       doctest::Contains("context of 64"), Error);
+  const size_t over = server::EngineService::kMaxEvalLogitsBytes / (V * sizeof(float)) + 1;
+  const uint64_t big = svc.open(int64_t(over));
+  CHECK_THROWS_WITH_AS(svc.eval(big, std::vector<int32_t>(over, 0), false, [](std::string, std::vector<float>) {}),
+                       doctest::Contains("64 MiB"), Error);
+  svc.close(big);
+  CHECK_THROWS_AS(svc.eval(big, {1}, false, [](std::string, std::vector<float>) {}), Error);  // closed
+  // A full context is fine (at most the session's context).
+  const uint64_t small = svc.open(int64_t(f.prompt.size()));
+  const EvalResult full = eval_sync(svc, small, f.prompt, false);
+  REQUIRE_MESSAGE(full.error.empty(), full.error);
+  CHECK(same_bits(full.logits, prefill_ref));
 }
