@@ -233,6 +233,33 @@ TEST_CASE("a K3 tool-call reply reaches the client as OpenAI tool_calls, streame
   CHECK(finish == "tool_calls");
   CHECK(usage_chunk);
 
+  // tool_choice none: calls the model writes anyway are not returned.
+  json none = weather_request();
+  none["tool_choice"] = "none";
+  const json nj = json::parse(post(base + "/v1/chat/completions", none.dump(), tmp.path()).body);
+  CHECK(nj["choices"][0]["finish_reason"] == "stop");
+  CHECK_FALSE(nj["choices"][0]["message"].contains("tool_calls"));
+  CHECK(nj["choices"][0]["message"]["content"] == "Checking.");
+  // Refusals compute or the grammar would make come back as 400 naming the field, streamed too.
+  json pat = weather_request();
+  pat["stream"] = true;
+  pat["response_format"] = json::parse(R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a+"}}})");
+  const Http ph = post(base + "/v1/chat/completions", pat.dump(), tmp.path());
+  CHECK_MESSAGE(ph.status == 400, ph.body);
+  CHECK_MESSAGE(ph.body.find("pattern") != std::string::npos, ph.body);
+  json minp = weather_request();
+  minp["min_p"] = 1;
+  CHECK(post(base + "/v1/chat/completions", minp.dump(), tmp.path()).status == 400);
+  json deep = weather_request();
+  std::string nested = std::string(300, '[') + std::string(300, ']');
+  deep["messages"].push_back(json::parse(R"({"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}]})"));
+  deep["messages"][1]["tool_calls"][0]["function"]["arguments"] = "{\"a\": " + nested + "}";
+  deep["messages"].push_back(json::parse(R"({"role": "user", "content": "again"})"));
+  const Http dh = post(base + "/v1/chat/completions", deep.dump(), tmp.path());
+  CHECK_MESSAGE(dh.status == 400, dh.body);
+  // Compute is still serving after all of that.
+  CHECK(post(base + "/v1/chat/completions", weather_request().dump(), tmp.path()).status == 200);
+
   // The official openai npm client parses both replies (SKIPped inside when npm cannot install it).
   const std::string script = env_or("WASTE_SOURCE_DIR", ".") + "/tests/integration/openai_client.mjs";
   auto node = run_command("node " + script + " " + base + " " + tmp.path() + " 2>&1");
