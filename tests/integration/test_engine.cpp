@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "shared/util/error.h"
+#include "tests/integration/f32_file.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"
@@ -289,15 +290,6 @@ TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the super
 }
 
 namespace {
-std::vector<float> read_f32_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  REQUIRE_MESSAGE(f.good(), "cannot read " << path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  REQUIRE(bytes.size() % 4 == 0);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
 bool same_bits(const float* a, const std::vector<float>& b, size_t n) {
   return n == b.size() && std::memcmp(a, b.data(), n * sizeof(float)) == 0;
 }
@@ -326,7 +318,7 @@ TEST_CASE("engine: eval over the RPC (C++ client and libwaste) gives waste eval'
   for (const char* mode : {"", " --step"})
     REQUIRE(run_command(waste_bin() + " eval " + inst.model() + " --tokens " + (tmp / "ids.json") + " --logits " +
                         (tmp / (*mode ? "step.f32" : "prefill.f32")) + mode + " --no-iod").status == 0);
-  const std::vector<float> ref_prefill = read_f32_file(tmp / "prefill.f32"), ref_step = read_f32_file(tmp / "step.f32");
+  const std::vector<float> ref_prefill = read_f32(tmp / "prefill.f32"), ref_step = read_f32(tmp / "step.f32");
 
   uint32_t V = 0;
   const std::vector<float> pre = s->eval(ids, false, &V);

@@ -20,21 +20,12 @@
 
 #include "shared/ipc/expert_store_client.h"
 #include "shared/util/error.h"
+#include "tests/integration/f32_file.h"
 #include "tests/integration/process.h"
 
 using namespace waste::test;
 
 namespace {
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  REQUIRE_MESSAGE(f.good(), "cannot read " << path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  REQUIRE(bytes.size() % 4 == 0);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
-}
 
 size_t argmax(const float* row, size_t n) { return size_t(std::max_element(row, row + n) - row); }
 
