@@ -290,9 +290,6 @@ ChatRequest parse_chat_request(const Json& j) {
   const std::vector<std::string> efforts = {"low", "high", "max"};
   if (j.contains("thinking_effort") && !j["thinking_effort"].is_null()) {
     r.thinking_effort = need_string(j["thinking_effort"], "thinking_effort");
-    // encoding_k3.py accepts exactly these (its note text also names `medium`, its check does not).
-    if (r.thinking && std::find(efforts.begin(), efforts.end(), r.thinking_effort) == efforts.end())
-      bad("thinking_effort", "\"" + r.thinking_effort + "\" is not supported (expected low, high or max)");
   }
   if (j.contains("reasoning_effort") && !j["reasoning_effort"].is_null()) {
     const std::string e = need_string(j["reasoning_effort"], "reasoning_effort");
@@ -314,6 +311,11 @@ ChatRequest parse_chat_request(const Json& j) {
       bad("reasoning_effort", "contradicts thinking_effort \"" + r.thinking_effort + "\"");
     if (r.thinking_effort.empty() && e != "none") r.thinking_effort = mapped;
   }
+  // Checked once thinking is settled (reasoning_effort "none" may turn it off): encoding_k3.py
+  // accepts exactly these when thinking (its note text also names `medium`, its check does not).
+  if (r.thinking && !r.thinking_effort.empty() &&
+      std::find(efforts.begin(), efforts.end(), r.thinking_effort) == efforts.end())
+    bad("thinking_effort", "\"" + r.thinking_effort + "\" is not supported (expected low, high or max)");
   if (j.contains("add_generation_prompt") && !j["add_generation_prompt"].is_null()) {
     if (!j["add_generation_prompt"].is_boolean()) bad("add_generation_prompt", "must be a boolean");
     r.add_generation_prompt = j["add_generation_prompt"].get<bool>();
