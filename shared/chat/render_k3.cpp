@@ -13,6 +13,7 @@
 #include <map>
 
 #include "shared/chat/render.h"
+#include "shared/tokenizer/utf8.h"
 
 namespace waste::chat {
 
@@ -101,11 +102,18 @@ class Writer {
     }
     return o;
   }
+  // Python's str.strip(): Unicode whitespace (tok::python_isspace) off both ends.
   static std::string strip(const std::string& s) {
-    const char* ws = " \t\n\r\f\v";
-    const size_t b = s.find_first_not_of(ws);
-    if (b == std::string::npos) return "";
-    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+    if (tok::utf8_invalid_offset(s) != std::string::npos) return s;  // the tokenizer refuses it later
+    size_t begin = s.size(), end = 0;
+    for (size_t i = 0; i < s.size();) {
+      const size_t at = i;
+      if (!tok::python_isspace(tok::utf8_next(s, i))) {
+        begin = std::min(begin, at);
+        end = i;
+      }
+    }
+    return begin < end ? s.substr(begin, end - begin) : std::string();
   }
 
  private:

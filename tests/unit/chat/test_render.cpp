@@ -107,6 +107,9 @@ TEST_CASE("K3: reasoning_effort maps to thinking_effort; developer is system; na
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
   CHECK(text(R"({"messages": [], )" + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})") ==
         text(R"({"messages": [], )" + tools + "}"));
+  // Blank reasoning is blank as Python's str.strip() sees it (no-break space included).
+  CHECK(text(R"({"messages": [{"role": "assistant", "content": "x", "reasoning_content": "\u00a0 \u3000"}]})") ==
+        text(R"({"messages": [{"role": "assistant", "content": "x"}]})"));
   // A continuation re-declares nothing.
   RenderOptions cont;
   cont.continuation = true;
