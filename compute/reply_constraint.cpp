@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "shared/chat/render.h"
+
 #include "shared/util/error.h"
 
 namespace waste {
@@ -9,12 +11,6 @@ namespace waste {
 namespace {
 
 using Kind = ConstraintSpec::Kind;
-
-std::string escape_attr(const std::string& v) {
-  std::string o;
-  for (char c : v) o += c == '&' ? "&amp;" : c == '"' ? "&quot;" : std::string(1, c);
-  return o;
-}
 
 uint32_t special(const tok::Tokenizer& t, const char* name) {
   auto id = t.special_id(name);
@@ -54,7 +50,7 @@ ReplyConstraint::ReplyConstraint(const tok::Tokenizer& t, std::shared_ptr<const 
       open_tag("tools");
       sp(open), lit("call tool=\"");
       // The name as the renderer writes attribute values (escaped), so the parser reads it back.
-      for (const auto& [name, g] : spec.tools) names.push_back(escape_attr(name) + "\" index=\"1\"");
+      for (const auto& [name, g] : spec.tools) names.push_back(chat::escape_attr(name) + "\" index=\"1\"");
       steps_.push_back({S::Literal, 0, names, true, nullptr});
       sp(sep);
       open_tag("json type=\"object\"");
@@ -93,10 +89,13 @@ void ReplyConstraint::enter_step() {
 }
 
 bool ReplyConstraint::literal_allows(uint32_t id) const {
-  if (tok_.is_special(id) || id >= tok_.vocab_size()) return false;
-  const std::string next = literal_ + tok_.token_bytes(id);
+  // Called for every id of the vocabulary when a Literal step masks: no allocation here.
+  if (!vocab_->ordinary(id)) return false;
+  const std::string_view b = vocab_->bytes(id);
   for (const std::string& c : steps_[step_].candidates)
-    if (c.size() >= next.size() && c.compare(0, next.size(), next) == 0) return true;
+    if (c.size() >= literal_.size() + b.size() && c.compare(0, literal_.size(), literal_) == 0 &&
+        c.compare(literal_.size(), b.size(), b) == 0)
+      return true;
   return false;
 }
 
@@ -150,7 +149,7 @@ void ReplyConstraint::accept(uint32_t id) {
     case Step::Kind::FreeText: advance = id == s.special; break;
     case Step::Kind::Special: advance = true; break;
     case Step::Kind::Literal:
-      literal_ += tok_.token_bytes(id);
+      literal_ += vocab_->bytes(id);
       for (size_t k = 0; k < s.candidates.size(); ++k)
         if (s.candidates[k] == literal_) {
           advance = true;

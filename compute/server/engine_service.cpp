@@ -44,7 +44,9 @@ TokenLogprob logprob_of(const std::vector<float>& logits, int32_t id, int top) {
   TokenLogprob out;
   out.logprob = float(double(logits[size_t(id)]) - lse);
   if (top > 0) {
-    std::vector<int32_t> order(logits.size());
+    // Reused between tokens (it runs on the worker for every token of a logprobs request).
+    static thread_local std::vector<int32_t> order;
+    order.resize(logits.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
     const size_t n = std::min(order.size(), size_t(top));
     std::partial_sort(order.begin(), order.begin() + ptrdiff_t(n), order.end(), [&](int32_t a, int32_t b) {

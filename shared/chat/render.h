@@ -25,6 +25,10 @@ struct RenderOptions {
   bool continuation = false;
 };
 
+// An XTML attribute value as K3's encoder writes it (& -> &amp;, " -> &quot;); the reply
+// constraint spells forced tool names with it so the parser reads them back.
+std::string escape_attr(const std::string& value);
+
 // K3 ("XTML"), following the rules of the release's encoding_k3.py (docs/TOKENIZER.md).
 std::vector<Segment> render_k3(const ChatRequest& r, const RenderOptions& o = {});
 // Kimi K2 / Kimi-Linear (<|im_user|> ...), with K2's documented tool markup.

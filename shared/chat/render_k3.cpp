@@ -27,6 +27,20 @@ constexpr const char* kImagePlaceholder = "<|kimi_image_placeholder|>";
 
 using Attrs = std::vector<std::pair<std::string, std::string>>;
 
+}  // namespace
+
+std::string escape_attr(const std::string& v) {
+  std::string o;
+  for (char c : v) {
+    if (c == '&') o += "&amp;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
+namespace {
+
 class Writer {
  public:
   explicit Writer(const std::optional<std::vector<std::string>>& image_prompts) : image_prompts_(image_prompts) {}
@@ -93,15 +107,6 @@ class Writer {
   }
   std::vector<Segment> take() { return std::move(out_); }
 
-  static std::string escape_attr(const std::string& v) {
-    std::string o;
-    for (char c : v) {
-      if (c == '&') o += "&amp;";
-      else if (c == '"') o += "&quot;";
-      else o += c;
-    }
-    return o;
-  }
   // Python's str.strip(): Unicode whitespace (tok::python_isspace) off both ends.
   static std::string strip(const std::string& s) {
     if (tok::utf8_invalid_offset(s) != std::string::npos) return s;  // the tokenizer refuses it later
