@@ -9,7 +9,7 @@
 namespace waste::iod {
 
 CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t slots_override, uint64_t slot_bytes,
-                       uint32_t top_k, uint32_t key_count) {
+                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache) {
   CacheBudget b;
   char line[512];
   if (slots_override > 0) {
@@ -26,16 +26,17 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
   req.trunk_source = "manifest";
   req.record_stride = slot_bytes;
   if (budget != "auto") req.budget = plan::parse_size(budget);
+  if (prompt_cache != "auto") req.prompt_cache = plan::parse_size(prompt_cache);
   plan::MemoryPlan p = plan::make_plan(req, plan::usable_memory());  // refuses a budget under the floor
   // More slots than records would be memory for nothing.
   b.slots = uint32_t(std::min<uint64_t>(p.slots, key_count));
   std::snprintf(line, sizeof line,
-                "%u slots x %s = %s (planner: floor %s = trunk %s + sessions %s + scratch %s + in flight %s; "
+                "%u slots x %s = %s (planner: floor %s = trunk %s + sessions %s + scratch %s + in flight %s + prompt cache %s; "
                 "cache %.2f working sets; usable RAM %s from %s)",
                 b.slots, plan::format_bytes(slot_bytes).c_str(), plan::format_bytes(uint64_t(b.slots) * slot_bytes).c_str(),
                 plan::format_bytes(p.floor).c_str(), plan::format_bytes(p.trunk).c_str(),
                 plan::format_bytes(p.session_state).c_str(), plan::format_bytes(p.scratch).c_str(),
-                plan::format_bytes(p.experts_in_flight).c_str(), p.cache_working_sets,
+                plan::format_bytes(p.experts_in_flight).c_str(), plan::format_bytes(p.prompt_cache).c_str(), p.cache_working_sets,
                 plan::format_bytes(p.memory.usable).c_str(), p.memory.source.c_str());
   b.breakdown = line;
   require(b.slots >= top_k, "iod: the planner left " + std::to_string(b.slots) + " slots, under top_k " +

@@ -15,7 +15,8 @@ struct CacheBudget {
   std::string breakdown;  // for the log
 };
 
+// prompt_cache: compute's prompt-cache bytes or "auto" (part of the planner's floor).
 CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t slots_override, uint64_t slot_bytes,
-                       uint32_t top_k, uint32_t key_count);
+                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache = "auto");
 
 }  // namespace waste::iod

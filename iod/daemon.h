@@ -10,6 +10,7 @@ struct DaemonOptions {
   std::string model, run_dir;
   std::string budget = "auto";  // cache bytes ("4G", ...) or "auto"
   uint32_t slots = 0;           // exact slot count (overrides --budget)
+  std::string prompt_cache = "auto";  // compute's prompt-cache bytes, counted by the planner ("auto": its default)
   std::string io = "uring";
   uint32_t queue_depth = 32;
   std::string policy;

@@ -90,6 +90,8 @@ struct GenerateRequest {
   frequencyPenalty @13 :Float32; # ... and this times how often it was generated
   logprobs @14 :Bool;         # report each generated token's log probability
   topLogprobs @15 :UInt32;    # and this many most likely alternatives (at most 20)
+  cacheScope @16 :Text;       # whose prompt-cache checkpoints a new session may start from and
+                              # adds to ("" = shared by all who send ""; waste-serve: the API key's)
 }
 
 struct GenerateStats {
@@ -104,6 +106,7 @@ struct GenerateStats {
   bytesRead @8 :UInt64;
   stopReason @9 :Text;        # max_tokens, stop_token, stop_string, context, cancelled
   toolCalls @10 :UInt32;      # tool calls in the reply (a chat): finish_reason "tool_calls"
+  cachedTokens @11 :UInt64;   # of promptTokens, restored from a prompt-cache checkpoint (not prefilled)
 }
 
 struct SessionStats {
@@ -142,6 +145,18 @@ struct EngineStats {
   batches @17 :UInt64;        # batched forward steps run (each: every decoding session + <= 1 prefill chunk)
   batchedSessions @18 :UInt64;  # sessions in those steps, summed (/ batches = mean batch size)
   maxBatch @19 :UInt32;       # the most sessions in one step
+  promptCache @20 :PromptCacheStats;
+}
+struct PromptCacheStats {
+  budgetBytes @0 :UInt64;     # 0: the prompt cache is off
+  bytes @1 :UInt64;           # held by checkpoints now
+  entries @2 :UInt64;
+  lookups @3 :UInt64;         # prompts of sessions that held nothing
+  hits @4 :UInt64;            # ... that started from a checkpoint
+  cachedTokens @5 :UInt64;    # prompt tokens restored instead of prefilled
+  inserted @6 :UInt64;
+  evicted @7 :UInt64;         # dropped, least recently used first, to stay in the budget
+  tooLarge @8 :UInt64;        # checkpoints not kept: one alone exceeds the budget
 }
 
 struct ToolCallDelta {
@@ -181,9 +196,11 @@ interface Session {
   detokenize @2 (tokens :List(Int32)) -> (text :Text);
   reset @3 () -> ();           # forget everything (position 0)
   cancel @4 () -> ();          # ends a running generate (stopReason "cancelled"); keeps the state
-  # The session's token history to a file on the compute host / back (load re-prefills it).
-  save @5 (path :Text) -> (tokens :UInt64);
-  load @6 (path :Text) -> (tokens :UInt64);
+  # The session's state to a session file on the compute host and back (docs/PROTOCOL.md,
+  # "Session files"): load replaces the state with the file's, no prefill. A file of another
+  # model, another version or damaged is refused, naming what is wrong. path: absolute.
+  save @5 (path :Text) -> (tokens :UInt64, bytes :UInt64, seconds :Float64);
+  load @6 (path :Text) -> (tokens :UInt64, bytes :UInt64, seconds :Float64);
   stats @7 () -> (stats :SessionStats);
   # The logits after each of `tokens` (model ids), computed on a fresh state: the session's own
   # state (its conversation, position) is neither read nor changed. `logits` is little-endian

@@ -148,6 +148,26 @@ Session Model::new_session(int64_t max_ctx) const {
   return s;
 }
 
+Session Model::restore_session(int64_t max_ctx, int64_t position, std::vector<LayerState> layers) const {
+  require(position >= 0 && position <= max_ctx, "restore: position " + std::to_string(position) +
+                                                    " is outside the session context of " + std::to_string(max_ctx));
+  Session s = new_session(max_ctx);
+  require(layers.size() == s.layers_.size(), "restore: " + std::to_string(layers.size()) + " layers of state, the model has " +
+                                                 std::to_string(s.layers_.size()));
+  for (size_t L = 0; L < layers.size(); ++L) {
+    const LayerState& want = s.layers_[L];
+    const LayerState& got = layers[L];
+    const bool same = got.mla.width == want.mla.width && got.mla.rows.size() == size_t(position) * size_t(want.mla.width) &&
+                      got.kda.state.size() == want.kda.state.size() && got.kda.conv_q.size() == want.kda.conv_q.size() &&
+                      got.kda.conv_k.size() == want.kda.conv_k.size() && got.kda.conv_v.size() == want.kda.conv_v.size();
+    require(same, "restore: layer " + std::to_string(L) + "'s state does not have this model's shape at position " +
+                      std::to_string(position));
+  }
+  s.layers_ = std::move(layers);
+  s.position_ = position;
+  return s;
+}
+
 void Model::feed_forward(int L, const float* x, int64_t n, float* y) const {
   const Layer& l = layers_[size_t(L)];
   if (l.is_moe) {

@@ -48,6 +48,9 @@ class Model {
 
   // A fresh sequence able to hold max_ctx tokens (the MLA cache grows up to that).
   Session new_session(int64_t max_ctx) const;
+  // A session of max_ctx tokens holding `layers` at `position` (a saved state read back).
+  // Throws Error naming the layer whose state does not have this model's shape.
+  Session restore_session(int64_t max_ctx, int64_t position, std::vector<LayerState> layers) const;
 
   // Consumes `tokens` at the session's position: many tokens = prefill, one = decode.
   // logits gets [vocab] (Last) or [tokens.size(), vocab] (All). If layer_hidden is given it

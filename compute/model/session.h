@@ -1,7 +1,11 @@
 // Everything one sequence carries from token to token. MLA layers keep the absorbed latent
 // cache (kv_lora_rank + qk_rope values per token, MODELS.md 2.3); KDA layers keep a fixed
-// fp32 recurrent state per head and the short-conv windows. Nothing else survives a token
-// (AttnRes block sums are per token and recomputed).
+// fp32 recurrent state per head and the short-conv windows. Nothing else survives a token:
+// K3's block attention-residual sums run over the layers of one token (MODELS.md, AttnRes) and
+// are rebuilt for every token, so they are not state.
+//
+// A Session is a value: copying it is a checkpoint, and a copy continues bit-identically to the
+// original (the forward pass reads nothing else). session_file.h writes and reads one.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -27,6 +31,26 @@ class Session {
  public:
   int64_t position() const { return position_; }  // tokens consumed so far
   int64_t max_context() const { return max_ctx_; }
+
+  // Bytes of state held (MLA rows in use, KDA states and windows): what a checkpoint costs.
+  uint64_t state_bytes() const {
+    uint64_t floats = 0;
+    for (const LayerState& l : layers_)
+      floats += l.mla.rows.size() + l.kda.state.size() + l.kda.conv_q.size() + l.kda.conv_k.size() + l.kda.conv_v.size();
+    return floats * sizeof(float);
+  }
+
+  // The same state in a session that may grow to max_ctx tokens (>= position(); the caller
+  // checks). How a checkpoint becomes a live session of another request's context.
+  Session with_context(int64_t max_ctx) const {
+    Session s = *this;
+    s.max_ctx_ = max_ctx;
+    return s;
+  }
+
+  // Per layer, in layer order; for the session file (compute/model/session_file.cpp), which
+  // checks every size against a fresh session of the same model before it assigns any.
+  const std::vector<LayerState>& layers() const { return layers_; }
 
  private:
   friend class Model;

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <thread>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
+#include "compute/model/session_file.h"
 #include "compute/server/reattaching_experts.h"
+#include "shared/plan/memory_plan.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 
@@ -57,9 +57,6 @@ TokenLogprob logprob_of(const std::vector<float>& logits, int32_t id, int top) {
   return out;
 }
 
-constexpr const char* kSaveFormat = "waste-session-1";
-constexpr uint64_t kMaxSaveBytes = 64ull << 20;  // a saved history is a list of ids; bound before reading
-
 }  // namespace
 
 // A session's state. `model`, `fed` and `unfed` are touched by the worker only; the rest
@@ -69,15 +66,11 @@ struct EngineService::SessionState {
   int64_t context = 0;
   std::optional<Session> model;
   std::vector<int32_t> fed;      // ids in the model state, in order
-  // How many ids each forward that built the state took (sum = fed.size()): load() replays the
-  // same forwards, so a loaded state is bit-identical even where kernels differ by chunking
-  // (KDA's chunked prefill form vs its token-by-token recurrence).
-  std::vector<uint32_t> feeds;
   std::optional<int32_t> unfed;  // the last sampled id, fed before the next prompt
+  bool empty() const { return fed.empty() && !unfed; }
   void forget() {
     model.reset();
     fed.clear();
-    feeds.clear();
     unfed.reset();
   }
   // under mu_
@@ -91,6 +84,7 @@ struct EngineService::Job {
   std::shared_ptr<SessionState> s;
   std::vector<int32_t> feed;  // unfed id + prompt
   size_t fed = 0;
+  std::string cache_scope;    // whose prompt-cache checkpoints it may start from and adds to
   SamplingParams params;
   std::shared_ptr<std::atomic<bool>> cancel;
   GenerateCallbacks cb;
@@ -164,6 +158,9 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     }
     engine_ = std::make_unique<Engine>(eo);
     config_ = engine_->config();
+    prompt_cache_ = std::make_unique<PromptCache>(
+        options_.prompt_cache_bytes ? *options_.prompt_cache_bytes
+                                    : plan::default_prompt_cache_bytes(config_, uint64_t(options_.context)));
     trunk_bytes_ = engine_->trunk_resident_bytes();
     if (!options_.test_reply.empty()) {
       require(engine_->has_tokenizer(), "WASTE_COMPUTE_TEST_REPLY needs a model with a tokenizer");
@@ -379,6 +376,10 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
       s.unfed.reset();
       j.out.queue_seconds = seconds_between(j.submitted, j.started);
       j.logits.resize(size_t(config_.vocab));
+      if (s.empty()) {
+        restore_from_cache(j);
+        if (j.fed == j.feed.size() && !start_decoding(j)) return Plan::Ended;  // the whole prompt was cached
+      }
     }
     if (!j.decoding) {
       // One prefill chunk per step, the oldest request's first: the others wait their turn.
@@ -452,39 +453,55 @@ bool EngineService::fed(Job& j) {
 
 bool EngineService::fed_unguarded(Job& j) {
   SessionState& s = *j.s;
-  bool ended = false;
+  bool go_on = true;
   if (!j.decoding) {
     s.fed.insert(s.fed.end(), j.feed.begin() + ptrdiff_t(j.fed), j.feed.begin() + ptrdiff_t(j.fed + j.pending));
-    s.feeds.push_back(uint32_t(j.pending));
     j.fed += j.pending;
-    if (j.fed == j.feed.size()) {
-      j.decoding = true;
-      j.decode_started = Clock::now();
-      j.out.prefill_seconds = seconds_between(j.started, j.decode_started);
-      j.sampler.emplace(j.params);
-      j.stops.emplace(j.params.stop);
-      if (engine_->has_tokenizer()) {
-        const tok::Tokenizer& t = engine_->tokenizer();
-        j.text.emplace(t);
-      }
-      j.generated_from = j.history.size();
-      j.test_reply.assign(test_reply_ids_.begin(), test_reply_ids_.end());
-      if (j.params.max_tokens <= 0) {
-        j.out.stop_reason = "max_tokens";
-        ended = true;
-      }
-    }
   } else {
     s.fed.push_back(j.next);
-    s.feeds.push_back(1);
   }
   j.pending = 0;
   {
     std::lock_guard lk(mu_);
     s.position = int64_t(s.fed.size()) + (s.unfed ? 1 : 0);
   }
-  if (ended) finish(j, "");
-  return !ended;
+  if (!j.decoding && j.fed == j.feed.size()) go_on = start_decoding(j);
+  return go_on;
+}
+
+void EngineService::restore_from_cache(Job& j) {
+  SessionState& s = *j.s;
+  std::shared_ptr<const PromptCache::Checkpoint> c = prompt_cache_->match(j.cache_scope, j.feed);
+  if (!c) return;
+  // A copy: the checkpoint stays as it is for the next request that shares the prefix.
+  s.model.emplace(c->state.with_context(s.context));
+  s.fed = c->ids;
+  j.fed = c->ids.size();
+  j.out.cached_tokens = int64_t(c->ids.size());
+  if (j.fed == j.feed.size()) j.logits = c->logits;  // nothing left to prefill: its logits are the prompt's
+  std::lock_guard lk(mu_);
+  s.position = int64_t(s.fed.size());
+}
+
+bool EngineService::start_decoding(Job& j) {
+  SessionState& s = *j.s;
+  // Taken before the first sample: the next turn re-renders this reply after the prompt, so
+  // its prompt starts with exactly these ids.
+  prompt_cache_->insert(j.cache_scope, s.fed, *s.model, j.logits);
+  j.decoding = true;
+  j.decode_started = Clock::now();
+  j.out.prefill_seconds = seconds_between(j.started, j.decode_started);
+  j.sampler.emplace(j.params);
+  j.stops.emplace(j.params.stop);
+  if (engine_->has_tokenizer()) j.text.emplace(engine_->tokenizer());
+  j.generated_from = j.history.size();
+  j.test_reply.assign(test_reply_ids_.begin(), test_reply_ids_.end());
+  if (j.params.max_tokens <= 0) {
+    j.out.stop_reason = "max_tokens";
+    finish(j, "");
+    return false;
+  }
+  return true;
 }
 
 void EngineService::finish(Job& j, std::string error) {
@@ -582,7 +599,8 @@ SessionSnapshot EngineService::snapshot(uint64_t session) const {
 }
 
 void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params,
-                             ReplyOptions reply, std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb) {
+                             ReplyOptions reply, std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb,
+                             std::string cache_scope) {
   require(!reply.chat || engine_->has_tokenizer(), "generate: a chat reply needs the model's tokenizer");
   require(reply.top_logprobs <= 20, "top_logprobs must be at most 20");
   require(!prompt.empty(), "generate: empty prompt");
@@ -622,6 +640,7 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
     j->s = s;
     j->params = params;
     j->reply = std::move(reply);
+    j->cache_scope = std::move(cache_scope);
     j->cancel = cancel;
     j->cb = std::move(cb);
     j->history = prompt;
@@ -659,105 +678,52 @@ void EngineService::reset(uint64_t session, std::function<void(std::string)> don
   wake_.notify_all();
 }
 
-void EngineService::save(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done) {
+void EngineService::save(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done) {
   {
     std::lock_guard lk(mu_);
     auto s = find(session);
     require(!s->busy, "save: session " + std::to_string(session) + " is generating");
     control_.push_back([this, s, path, done] {
       try {
-        nlohmann::json j;
-        j["format"] = kSaveFormat;
-        j["model"] = options_.model;
-        j["vocab"] = config_.vocab;
-        j["tokens"] = s->fed;
-        j["feeds"] = s->feeds;
-        j["unfed"] = s->unfed ? nlohmann::json(*s->unfed) : nlohmann::json(nullptr);
-        const std::string tmp = path + ".tmp";
-        {
-          std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-          require(bool(f), "save: cannot write " + tmp);
-          f << j.dump() << "\n";
-          require(bool(f), "save: write to " + tmp + " failed");
-        }
-        std::filesystem::rename(tmp, path);
-        done("", s->fed.size() + (s->unfed ? 1 : 0));
+        const Clock::time_point t0 = Clock::now();
+        ensure_model_session(*s);
+        FileResult r;
+        r.bytes = write_session_file(path, engine_->model(), engine_->container().container_id(), *s->model, s->fed, s->unfed);
+        r.tokens = s->fed.size() + (s->unfed ? 1 : 0);
+        r.seconds = seconds_between(t0, Clock::now());
+        done("", r);
       } catch (const std::exception& e) {
-        done(e.what(), 0);
+        done(e.what(), {});
       }
     });
   }
   wake_.notify_all();
 }
 
-void EngineService::load(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done) {
+void EngineService::load(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done) {
   {
     std::lock_guard lk(mu_);
     auto s = find(session);
     require(!s->busy, "load: session " + std::to_string(session) + " is generating");
     control_.push_back([this, s, path, done] {
       try {
-        std::error_code ec;
-        const uint64_t size = std::filesystem::file_size(path, ec);
-        require(!ec, "load: cannot read " + path + ": " + ec.message());
-        require(size <= kMaxSaveBytes, "load: " + path + " is " + std::to_string(size) + " bytes, more than a saved session can be");
-        std::ifstream f(path, std::ios::binary);
-        nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-        require(!j.is_discarded() && j.is_object(), "load: " + path + " is not JSON");
-        require(j.value("format", "") == kSaveFormat, "load: " + path + ": not a " + std::string(kSaveFormat) + " file");
-        require(j.contains("tokens") && j["tokens"].is_array(), "load: " + path + ": no \"tokens\" list");
-        std::vector<int32_t> ids;
-        for (const auto& v : j["tokens"]) {
-          require(v.is_number_integer(), "load: " + path + ": a token is not an integer");
-          const int64_t id = v.get<int64_t>();
-          require(id >= 0 && id < config_.vocab, "load: " + path + ": token " + std::to_string(id) + " outside the vocabulary");
-          ids.push_back(int32_t(id));
-        }
-        std::optional<int32_t> unfed;
-        if (j.contains("unfed") && j["unfed"].is_number_integer()) {
-          const int64_t id = j["unfed"].get<int64_t>();
-          require(id >= 0 && id < config_.vocab, "load: " + path + ": unfed token outside the vocabulary");
-          unfed = int32_t(id);
-        }
-        require(int64_t(ids.size()) + 1 < s->context, "load: " + path + " holds " + std::to_string(ids.size()) +
-                                                          " tokens, more than the session's context of " +
-                                                          std::to_string(s->context));
-        // The forwards that built the saved state, when the file has them (else prefill chunks).
-        std::vector<uint32_t> feeds;
-        if (j.contains("feeds")) {
-          require(j["feeds"].is_array() && j["feeds"].size() <= ids.size(), "load: " + path + ": \"feeds\" is not a list of at most one entry per token");
-          uint64_t sum = 0;
-          for (const auto& v : j["feeds"]) {
-            require(v.is_number_unsigned() && v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= ids.size(),
-                    "load: " + path + ": a \"feeds\" entry is not a token count between 1 and " + std::to_string(ids.size()));
-            sum += v.get<uint64_t>();
-            feeds.push_back(uint32_t(v.get<uint64_t>()));
-          }
-          require(sum == ids.size(), "load: " + path + ": \"feeds\" add up to " + std::to_string(sum) + " tokens, not the " +
-                                         std::to_string(ids.size()) + " saved");
-        } else {
-          for (size_t at = 0; at < ids.size(); at += size_t(options_.prefill_chunk))
-            feeds.push_back(uint32_t(std::min(ids.size() - at, size_t(options_.prefill_chunk))));
-        }
-        // The state is rebuilt by the same forwards again (deterministic: the same state).
-        s->forget();
-        ensure_model_session(*s);
-        size_t at = 0;
-        for (uint32_t n : feeds) {
-          engine_->model().forward(*s->model, std::span<const int32_t>(ids.data() + at, n), nullptr, LogitRows::None);
-          at += n;
-        }
-        s->fed = ids;
-        s->feeds = feeds;
-        s->unfed = unfed;
+        const Clock::time_point t0 = Clock::now();
+        // Read whole before anything changes: a refused file leaves the session as it was.
+        SessionFileContents f = read_session_file(path, engine_->model(), engine_->container().container_id(), s->context);
+        FileResult r;
+        r.bytes = std::filesystem::file_size(path);
+        s->model.emplace(std::move(f.state));
+        s->fed = std::move(f.ids);
+        s->unfed = f.unfed;
+        r.tokens = s->fed.size() + (s->unfed ? 1 : 0);
         {
           std::lock_guard lk2(mu_);
-          s->position = int64_t(ids.size()) + (unfed ? 1 : 0);
+          s->position = int64_t(r.tokens);
         }
-        done("", ids.size() + (unfed ? 1 : 0));
+        r.seconds = seconds_between(t0, Clock::now());
+        done("", r);
       } catch (const std::exception& e) {
-        s->forget();
-        done(std::string(e.what()) + " (the session's state was reset)", 0);
+        done(e.what(), {});
       }
     });
   }
@@ -836,6 +802,7 @@ ServiceStats EngineService::stats() const {
   st.batches = batches_;
   st.batched_sessions = batched_sessions_;
   st.max_batch = max_batch_;
+  st.prompt_cache = prompt_cache_ ? prompt_cache_->stats() : PromptCacheStats{};
   for (const auto& s : sessions_) st.sessions_detail.push_back({s->id, s->position, s->context, s->busy, s->counters});
   return st;
 }

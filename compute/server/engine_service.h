@@ -26,6 +26,7 @@
 
 #include "compute/engine.h"
 #include "compute/reply_constraint.h"
+#include "compute/server/prompt_cache.h"
 #include "shared/reply/reply_parser.h"
 
 namespace waste::server {
@@ -43,6 +44,9 @@ struct ServiceOptions {
   int prefill_chunk_beside_decoders = 32;  // ... and when some are: bounds their wait per token
   int max_batch = 0;               // sessions in one forward step at most; 0: all that are ready
   uint64_t in_process_cache_bytes = 1ull << 30;
+  // Bytes of prompt-cache checkpoints (prompt_cache.h); nullopt: the memory planner's default
+  // (plan::default_prompt_cache_bytes), 0: off.
+  std::optional<uint64_t> prompt_cache_bytes;
   // Test hook (env WASTE_COMPUTE_TEST_START_GATE): no step runs until this many generate
   // requests are running at once (then the gate stays open), so a test can make requests
   // share steps from their first token without depending on thread timing. 0: no gate.
@@ -79,6 +83,7 @@ struct ServiceStats {
   // Batched steps: forwards run, sessions in them summed, the most sessions in one.
   uint64_t batches = 0, batched_sessions = 0;
   uint32_t max_batch = 0;
+  PromptCacheStats prompt_cache;
   std::vector<SessionSnapshot> sessions_detail;
 };
 
@@ -89,6 +94,7 @@ struct GenerateOutcome {
   ExpertSourceStats experts;
   std::string stop_reason;    // max_tokens, stop_token, stop_string, context, cancelled
   uint32_t tool_calls = 0;    // in the parsed reply of a chat
+  int64_t cached_tokens = 0;  // of prompt_tokens, taken from a prompt-cache checkpoint (not prefilled)
 };
 
 struct TokenLogprob {
@@ -152,17 +158,25 @@ class EngineService {
   SessionSnapshot snapshot(uint64_t session) const;
 
   // Queues a generation; refuses when the session is busy, the queue is full, or the prompt
-  // does not fit the session's context. `cancel` may be set at any time to end it.
+  // does not fit the session's context. `cancel` may be set at any time to end it. A session
+  // that holds nothing yet starts from the longest prompt-cache checkpoint of `cache_scope`
+  // that the prompt begins with; every prefill ends with a checkpoint for that scope.
   void generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params, ReplyOptions reply,
-                std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb);
+                std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb, std::string cache_scope = "");
   // The vocabulary grammars mask, built once on first use (thread-safe).
   std::shared_ptr<const constrain::TokenVocabulary> grammar_vocabulary() const;
   void cancel(uint64_t session);
 
   // Runs on the worker between rounds; `done` gets "" or the error. reset / save / load / eval.
   void reset(uint64_t session, std::function<void(std::string)> done);
-  void save(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done);
-  void load(uint64_t session, const std::string& path, std::function<void(std::string, uint64_t)> done);
+  // The session's state to a session file (compute/model/session_file.h) and back: load
+  // replaces the state with the file's, no prefill. `done` gets the tokens and the file's bytes.
+  struct FileResult {
+    uint64_t tokens = 0, bytes = 0;
+    double seconds = 0;
+  };
+  void save(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done);
+  void load(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done);
   // The logits after each of `ids` ([ids.size() x vocab], row i after ids[i]) on a fresh model
   // state: the session's own state is neither read nor changed, so this may run while it
   // generates. stepwise: one token at a time through the decode path (Engine::step_all), else
@@ -198,6 +212,11 @@ class EngineService {
   // After the forward: records what the job fed; false when the job ended (finished already).
   bool fed(Job& j);
   bool fed_unguarded(Job& j);
+  // The prompt is in the state: set up sampling, and checkpoint the state for the prompt cache.
+  // False: the request ends here (max_tokens 0).
+  bool start_decoding(Job& j);
+  // A job whose session holds nothing starts from the prompt cache's longest match, if any.
+  void restore_from_cache(Job& j);
   void fail(Job& j, const std::string& error);  // resets the session's state, then finish()
   void finish(Job& j, std::string error);
   void ensure_model_session(SessionState& s);
@@ -206,6 +225,7 @@ class EngineService {
   std::unique_ptr<Container> expert_container_;
   std::unique_ptr<ReattachingExperts> iod_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<PromptCache> prompt_cache_;
   ModelConfig config_;
   uint64_t trunk_bytes_ = 0;
   std::string expert_path_;

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compute/server/engine_service.h"
+#include "shared/plan/memory_plan.h"
 #include "compute/server/rpc_server.h"
 #include "shared/util/error.h"
 #include "shared/util/run_dir.h"
@@ -105,11 +106,23 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--max-batch", so.max_batch, "sessions per forward step at most (0: every ready session; 1: unbatched)");
   app.add_option("--cache", so.in_process_cache_bytes, "in-process record cache bytes when there is no iod");
+  std::string prompt_cache = "auto";
+  app.add_option("--prompt-cache", prompt_cache,
+                 "bytes of prompt-cache checkpoints (4G, 512M, ...; 0: off; auto: two full-context session "
+                 "states, at least 64 MiB)");
   app.add_option("--tcp", tcp, "also listen on this TCP address (host:port); unauthenticated");
   app.add_option("--timeline", timeline_path,
                  "record a Chrome trace (phases per layer and expert) and write it here at shutdown; "
                  "merge with iod's with `waste timeline merge`");
   CLI11_PARSE(app, argc, argv);
+  if (prompt_cache != "auto") {
+    try {
+      so.prompt_cache_bytes = waste::plan::parse_size(prompt_cache);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "--prompt-cache: %s\n", e.what());
+      return 2;
+    }
+  }
   if (const char* v = std::getenv("WASTE_COMPUTE_TEST_START_GATE"); v && *v) {
     so.start_gate = std::strtoul(v, nullptr, 10);
     spdlog::warn("compute: test hook: no step runs until {} requests are running", so.start_gate);

@@ -397,7 +397,7 @@ class SessionImpl final : public proto::Session::Server {
       };
       cb.backed_up = [unsent = pump->unsent()] { return unsent->load() > kMaxUnsentTokens; };
       cb.done = [fulfiller](GenerateOutcome o) { (*fulfiller)->fulfill(kj::mv(o)); };
-      svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb));
+      svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb), req.getCacheScope().cStr());
 
       SinkPump* raw = pump.get();
       return paf.promise
@@ -414,6 +414,7 @@ class SessionImpl final : public proto::Session::Server {
               s.setHits(o.experts.hits);
               s.setMisses(o.experts.misses);
               s.setToolCalls(o.tool_calls);
+              s.setCachedTokens(uint64_t(o.cached_tokens));
               s.setBytesRead(o.experts.bytes_read);
               s.setStopReason(raw->failed() ? "cancelled" : o.stop_reason);
             });
@@ -465,10 +466,18 @@ class SessionImpl final : public proto::Session::Server {
   }
 
   kj::Promise<void> save(SaveContext ctx) override {
-    return save_or_load(ctx.getParams().getPath().cStr(), true, [ctx](uint64_t n) mutable { ctx.getResults().setTokens(n); });
+    return save_or_load(ctx.getParams().getPath().cStr(), true, [ctx](EngineService::FileResult r) mutable {
+      ctx.getResults().setTokens(r.tokens);
+      ctx.getResults().setBytes(r.bytes);
+      ctx.getResults().setSeconds(r.seconds);
+    });
   }
   kj::Promise<void> load(LoadContext ctx) override {
-    return save_or_load(ctx.getParams().getPath().cStr(), false, [ctx](uint64_t n) mutable { ctx.getResults().setTokens(n); });
+    return save_or_load(ctx.getParams().getPath().cStr(), false, [ctx](EngineService::FileResult r) mutable {
+      ctx.getResults().setTokens(r.tokens);
+      ctx.getResults().setBytes(r.bytes);
+      ctx.getResults().setSeconds(r.seconds);
+    });
   }
 
   // Logits on a fresh state (EngineService::eval), run on the worker between rounds.
@@ -512,13 +521,15 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> save_or_load(std::string path, bool save, Set set) {
     return guarded([&]() -> kj::Promise<void> {
       require(!path.empty(), "save/load: empty path");
-      auto paf = kj::newPromiseAndCrossThreadFulfiller<std::pair<std::string, uint64_t>>();
-      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<std::pair<std::string, uint64_t>>>>(
-          kj::mv(paf.fulfiller));
-      auto done = [f](std::string err, uint64_t n) { (*f)->fulfill(std::make_pair(std::move(err), n)); };
+      // Compute's working directory is not the client's: a relative path would land elsewhere.
+      require(path[0] == '/', std::string(save ? "save" : "load") + ": " + path + ": give an absolute path (the file is on the compute host)");
+      using Result = std::pair<std::string, EngineService::FileResult>;
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<Result>();
+      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Result>>>(kj::mv(paf.fulfiller));
+      auto done = [f](std::string err, EngineService::FileResult r) { (*f)->fulfill(std::make_pair(std::move(err), r)); };
       if (save) st_.service.save(id_, path, done);
       else st_.service.load(id_, path, done);
-      return paf.promise.then([set](std::pair<std::string, uint64_t> r) mutable -> kj::Promise<void> {
+      return paf.promise.then([set](Result r) mutable -> kj::Promise<void> {
         if (!r.first.empty()) return failure(r.first);
         set(r.second);
         return kj::READY_NOW;
@@ -593,6 +604,16 @@ class EngineImpl final : public proto::Engine::Server {
       g.setBatches(s.batches);
       g.setBatchedSessions(s.batched_sessions);
       g.setMaxBatch(s.max_batch);
+      auto pc = g.initPromptCache();
+      pc.setBudgetBytes(s.prompt_cache.budget_bytes);
+      pc.setBytes(s.prompt_cache.bytes);
+      pc.setEntries(s.prompt_cache.entries);
+      pc.setLookups(s.prompt_cache.lookups);
+      pc.setHits(s.prompt_cache.hits);
+      pc.setCachedTokens(s.prompt_cache.cached_tokens);
+      pc.setInserted(s.prompt_cache.inserted);
+      pc.setEvicted(s.prompt_cache.evicted);
+      pc.setTooLarge(s.prompt_cache.too_large);
       auto list = r.initSessions(uint32_t(s.sessions_detail.size()));
       for (size_t i = 0; i < s.sessions_detail.size(); ++i) fill_session_stats(list[uint32_t(i)], s.sessions_detail[i]);
       return kj::READY_NOW;

@@ -23,6 +23,10 @@ SessionState session_state(const ModelConfig& c) {
   return s;
 }
 
+uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context) {
+  return std::max(kMinPromptCacheBytes, 2 * session_state(c).bytes(context));
+}
+
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions) {
   uint64_t widest = std::max<uint64_t>({uint64_t(c.hidden), uint64_t(c.kda_heads) * uint64_t(c.kda_head_dim),
                                         uint64_t(c.n_heads) * uint64_t(c.kv_lora_rank + c.qk_rope),
@@ -36,7 +40,8 @@ namespace {
 
 std::string breakdown(const MemoryPlan& p) {
   return "trunk " + format_bytes(p.trunk) + " + session state " + format_bytes(p.session_state) + " + scratch " +
-         format_bytes(p.scratch) + " + experts in flight " + format_bytes(p.experts_in_flight) + " = floor " +
+         format_bytes(p.scratch) + " + experts in flight " + format_bytes(p.experts_in_flight) + " + prompt cache " +
+         format_bytes(p.prompt_cache) + " = floor " +
          format_bytes(p.floor);
 }
 
@@ -59,7 +64,8 @@ MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
   p.scratch = scratch_bytes(c, r.context, r.sessions);
   p.record_stride = r.record_stride;
   p.experts_in_flight = uint64_t(c.top_k) * r.record_stride;
-  p.floor = p.trunk + p.session_state + p.scratch + p.experts_in_flight;
+  p.prompt_cache = r.prompt_cache ? *r.prompt_cache : default_prompt_cache_bytes(c, r.context);
+  p.floor = p.trunk + p.session_state + p.scratch + p.experts_in_flight + p.prompt_cache;
   p.working_set_records = uint64_t(c.n_moe_layers()) * uint64_t(c.top_k);
   p.working_set_bytes = p.working_set_records * r.record_stride;
 

@@ -14,6 +14,9 @@
 //                            hidden x 4); plus kFixedScratchBytes for the process itself
 //                            (tokenizer, thread stacks, allocator slack).
 //          + experts in flight: one layer's top_k records (top_k x record stride).
+//          + prompt cache    checkpoints of session states (compute/server/prompt_cache.h);
+//                            default: two full-context session states (the turn a conversation
+//                            is at and the one before it), at least kMinPromptCacheBytes.
 //   working set (per token) = MoE layers x top_k x record stride.
 //   default cache = the largest whole number of working sets, 3, 2 or 1, such that floor + cache
 //          stays under 7/8 of usable RAM (the rest is for the OS page cache: an expert cache the
@@ -39,6 +42,8 @@ struct SessionState {
   uint64_t bytes(uint64_t context) const { return mla_bytes_per_token * context + kda_state_bytes + kda_conv_bytes; }
 };
 SessionState session_state(const ModelConfig& c);
+constexpr uint64_t kMinPromptCacheBytes = 64ull << 20;
+uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context);
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions);
 
 struct PlanRequest {
@@ -49,10 +54,11 @@ struct PlanRequest {
   uint64_t context = 8192;
   uint32_t sessions = 1;
   std::optional<uint64_t> budget;  // total bytes; nullopt = auto
+  std::optional<uint64_t> prompt_cache;  // bytes; nullopt = default_prompt_cache_bytes
 };
 
 struct MemoryPlan {
-  uint64_t trunk = 0, session_state = 0, scratch = 0, experts_in_flight = 0, floor = 0;
+  uint64_t trunk = 0, session_state = 0, scratch = 0, experts_in_flight = 0, prompt_cache = 0, floor = 0;
   uint64_t record_stride = 0, working_set_records = 0, working_set_bytes = 0;
   uint64_t cache = 0, total = 0;
   uint64_t slots = 0;                 // expert slots in iod's segment (in flight + cache)

@@ -141,8 +141,8 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
     client::Client c(where);
     auto s = c.open_session();
     s->generate(greedy("First turn", 8), [](int32_t, std::string_view) { return true; });
-    const std::string path = inst.run_dir() + "/saved.json";
-    const uint64_t saved = s->save(path);
+    const std::string path = inst.run_dir() + "/saved.session";
+    const uint64_t saved = s->save(path).tokens;
     CHECK(saved == uint64_t(s->stats()["position"].get<int64_t>()));
     const Generated cont = [&] {
       Generated g;
@@ -153,7 +153,7 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
       return g;
     }();
     auto s2 = c.open_session();
-    CHECK(s2->load(path) == saved);
+    CHECK(s2->load(path).tokens == saved);
     Generated again;
     s2->generate(greedy(" and then", 12), [&](int32_t id, std::string_view) {
       if (id >= 0) again.ids.push_back(id);

@@ -224,7 +224,7 @@ TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats
   const std::string held = std::to_string(before["position"].get<uint64_t>());
   size_t at = chat.out().size();
   REQUIRE(chat.write("/save conversation.state\n"));
-  REQUIRE_MESSAGE(answered("(saved " + held + " tokens)", at), (chat.out() + chat.err()));
+  REQUIRE_MESSAGE(answered("(saved " + held + " tokens, ", at), (chat.out() + chat.err()));
   CHECK(fs::exists(tmp / "conversation.state"));
   at = chat.out().size();
   REQUIRE(chat.write("/reset\n/stats\n"));
@@ -232,7 +232,7 @@ TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats
   CHECK(last_session_stats(chat.out())["position"] == 0);
   at = chat.out().size();
   REQUIRE(chat.write("/load conversation.state\n"));
-  REQUIRE_MESSAGE(answered("(loaded " + held + " tokens)", at), (chat.out() + chat.err()));
+  REQUIRE_MESSAGE(answered("(loaded " + held + " tokens, ", at), (chat.out() + chat.err()));
   REQUIRE(chat.write("/quit\n"));
   CHECK(chat.wait_exit(60) == 0);
 }

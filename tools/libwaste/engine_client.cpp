@@ -243,6 +243,12 @@ nlohmann::json Client::stats() {
                         {"batches", s.getBatches()},
                         {"batched_sessions", s.getBatchedSessions()},
                         {"max_batch", s.getMaxBatch()}};
+    auto pc = s.getPromptCache();
+    e["prompt_cache"] = {{"budget_bytes", pc.getBudgetBytes()}, {"bytes", pc.getBytes()},
+                         {"entries", pc.getEntries()},          {"lookups", pc.getLookups()},
+                         {"hits", pc.getHits()},                {"cached_tokens", pc.getCachedTokens()},
+                         {"inserted", pc.getInserted()},        {"evicted", pc.getEvicted()},
+                         {"too_large", pc.getTooLarge()}};
     nlohmann::json list = nlohmann::json::array();
     for (auto x : r.getSessions()) list.push_back(session_json(x));
     return nlohmann::json{{"engine", e}, {"sessions", list}};
@@ -306,6 +312,7 @@ Result Session::generate_events(const Request& r, const OnEvent& on_token, const
     g.setFrequencyPenalty(r.frequency_penalty);
     g.setLogprobs(r.logprobs);
     g.setTopLogprobs(r.top_logprobs);
+    g.setCacheScope(r.cache_scope);
     auto stops = g.initStop(uint32_t(r.stop.size()));
     for (size_t i = 0; i < r.stop.size(); ++i) stops.set(uint32_t(i), r.stop[i]);
     req.setSink(kj::heap<SinkImpl>(on_token));
@@ -318,7 +325,7 @@ Result Session::generate_events(const Request& r, const OnEvent& on_token, const
     auto s = out.getStats();
     return Result{s.getPromptTokens(), s.getTokens(), s.getPrefillSeconds(), s.getDecodeSeconds(), s.getTokPerSecond(),
                   s.getQueueSeconds(), s.getHits(), s.getMisses(), s.getBytesRead(), s.getStopReason().cStr(),
-                  s.getToolCalls()};
+                  s.getToolCalls(), s.getCachedTokens()};
   });
 }
 
@@ -361,21 +368,23 @@ void Session::cancel() {
   });
 }
 
-uint64_t Session::save(const std::string& path) {
+FileResult Session::save(const std::string& path) {
   Client::Impl& c = *impl_->client;
   return call(c.address, "save", [&] {
     auto req = impl_->session.saveRequest();
     req.setPath(path);
-    return req.send().wait(c.ws()).getTokens();
+    auto r = req.send().wait(c.ws());
+    return FileResult{r.getTokens(), r.getBytes(), r.getSeconds()};
   });
 }
 
-uint64_t Session::load(const std::string& path) {
+FileResult Session::load(const std::string& path) {
   Client::Impl& c = *impl_->client;
   return call(c.address, "load", [&] {
     auto req = impl_->session.loadRequest();
     req.setPath(path);
-    return req.send().wait(c.ws()).getTokens();
+    auto r = req.send().wait(c.ws());
+    return FileResult{r.getTokens(), r.getBytes(), r.getSeconds()};
   });
 }
 

@@ -48,6 +48,9 @@ struct Request {
   std::vector<std::string> stop;
   bool logprobs = false;
   uint32_t top_logprobs = 0;  // with logprobs: alternatives per token, at most 20
+  // Whose prompt-cache checkpoints a fresh session may start from (and adds to): "" is shared
+  // by every client that sends ""; waste-serve sends its caller's API key's.
+  std::string cache_scope;
   // A chat of plain {role, content} messages.
   void set_chat(const std::vector<std::pair<std::string, std::string>>& messages);
 };
@@ -76,6 +79,13 @@ struct Result {
   uint64_t hits = 0, misses = 0, bytes_read = 0;
   std::string stop_reason;
   uint32_t tool_calls = 0;  // a chat reply's tool calls (finish_reason "tool_calls")
+  uint64_t cached_tokens = 0;  // of prompt_tokens, restored from compute's prompt cache
+};
+
+// What a session file save or load did.
+struct FileResult {
+  uint64_t tokens = 0, bytes = 0;  // tokens in the state, the file's size
+  double seconds = 0;              // in compute
 };
 
 // Gets each token and the text it completes (id -1: held-back text at the end). Return false
@@ -98,8 +108,10 @@ class Session {
   std::string detokenize(const std::vector<int32_t>& ids);
   void reset();
   void cancel();
-  uint64_t save(const std::string& path);  // on the compute host; returns tokens saved
-  uint64_t load(const std::string& path);
+  // The session's state to a session file on the compute host and back (load: no prefill).
+  // path must be absolute (compute refuses a relative one).
+  FileResult save(const std::string& path);
+  FileResult load(const std::string& path);
   nlohmann::json stats();
   // The logits after each of `ids`, [ids.size() x vocab] (row i after ids[i]), computed by
   // compute on a fresh state: this session's conversation and position are untouched.

@@ -127,6 +127,7 @@ void copy_ids(const std::vector<Id>& v, int32_t* ids, size_t cap, size_t* n) {
 void fill_result(const waste::client::Result& res, waste_result* out) {
   std::memset(out, 0, sizeof(*out));
   out->prompt_tokens = res.prompt_tokens;
+  out->cached_tokens = res.cached_tokens;
   out->tokens = res.tokens;
   out->prefill_seconds = res.prefill_seconds;
   out->decode_seconds = res.decode_seconds;
@@ -636,7 +637,7 @@ waste_status waste_detokenize(waste_session* s, const int32_t* ids, size_t n, ch
 waste_status waste_save(waste_session* s, const char* path, uint64_t* tokens) {
   return status_of([&] {
     waste_session& ss = session_of(s);
-    const uint64_t n = ss.s->save(absolute_path(path));
+    const uint64_t n = ss.s->save(absolute_path(path)).tokens;
     if (tokens) *tokens = n;
   });
 }
@@ -644,7 +645,7 @@ waste_status waste_save(waste_session* s, const char* path, uint64_t* tokens) {
 waste_status waste_load(waste_session* s, const char* path, uint64_t* tokens) {
   return status_of([&] {
     waste_session& ss = session_of(s);
-    const uint64_t n = ss.s->load(absolute_path(path));
+    const uint64_t n = ss.s->load(absolute_path(path)).tokens;
     if (tokens) *tokens = n;
   });
 }

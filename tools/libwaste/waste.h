@@ -61,6 +61,7 @@ typedef struct {
   double prefill_seconds, decode_seconds, tok_per_s;
   uint64_t hits, misses, bytes_read;
   char stop_reason[32];    /* max_tokens, stop_token, stop_string, context, cancelled */
+  uint64_t cached_tokens;  /* of prompt_tokens, restored from compute's prompt cache (not prefilled) */
 } waste_result;
 
 /* The message of the last error on this thread ("" after a call that succeeded). */
@@ -260,9 +261,11 @@ void waste_reply_free(waste_reply* reply);
 
 /* Ids -> text (bytes joined; a special token decodes to its name), into buf (see above). */
 waste_status waste_detokenize(waste_session* s, const int32_t* ids, size_t n, char* buf, size_t cap, size_t* len);
-/* The session's token history to a file on the compute host, and back (load replaces the
- * session's state and re-prefills it). path must be absolute: it names a file where compute
- * runs, which may not be where the caller runs. *tokens (may be NULL): how many tokens. */
+/* The session's state to a session file on the compute host, and back: load replaces the
+ * session's state with the file's, with no prefill (a file of another model, another version
+ * or damaged is refused, naming what is wrong). A relative path is made absolute here; the file
+ * is where compute runs, which may not be where the caller runs. *tokens (may be NULL): how
+ * many tokens the state holds. */
 waste_status waste_save(waste_session* s, const char* path, uint64_t* tokens);
 waste_status waste_load(waste_session* s, const char* path, uint64_t* tokens);
 /* Eval: the model's logits after each of ids[0..n), computed by compute on a fresh state (this

@@ -10,10 +10,12 @@
 #include <csignal>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "compute/constrain/json_schema.h"
 #include "shared/chat/render.h"
+#include "shared/container/format.h"
 #include "shared/util/error.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/serve/openai.h"
@@ -25,7 +27,7 @@ using waste::serve::ApiError;
 
 struct Config {
   std::string address;     // Engine RPC address
-  std::string api_key;
+  std::vector<std::string> api_keys;  // empty: no authentication
   std::string model_name;  // reported by /v1/models and in replies
   waste::serve::Limits limits;
 };
@@ -65,11 +67,20 @@ ApiError classify(const std::string& what) {
   return {500, what, "server_error", "", ""};
 }
 
-bool authorized(const Config& cfg, const httplib::Request& req, httplib::Response& res) {
-  if (cfg.api_key.empty()) return true;
-  if (req.get_header_value("Authorization") == "Bearer " + cfg.api_key) return true;
+// The caller's prompt-cache scope when its key is good (keys off: "", shared by every caller);
+// nullopt (401 sent) when not. A key's scope is a hash of it, so compute never holds the key and
+// one key's prompt prefix never serves another key.
+std::optional<std::string> authorized(const Config& cfg, const httplib::Request& req, httplib::Response& res) {
+  if (cfg.api_keys.empty()) return std::string();
+  const std::string given = req.get_header_value("Authorization");
+  for (const std::string& k : cfg.api_keys)
+    if (given == "Bearer " + k) {
+      char scope[32];
+      std::snprintf(scope, sizeof scope, "key:%016llx", (unsigned long long)waste::checksum64(k.data(), k.size()));
+      return std::string(scope);
+    }
   send_error(res, {401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_request_error", "", "invalid_api_key"});
-  return false;
+  return std::nullopt;
 }
 
 
@@ -177,10 +188,12 @@ struct ReplyBuilder {
 };
 
 void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Response& res, bool chat) {
-  if (!authorized(cfg, req, res)) return;
+  const std::optional<std::string> scope = authorized(cfg, req, res);
+  if (!scope) return;
   ApiError err;
   auto parsed = waste::serve::parse_request(req.body, chat, cfg.limits, &err);
   if (!parsed) return send_error(res, err);
+  parsed->request.cache_scope = *scope;
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(g_request_id++);
   const int64_t created = int64_t(std::time(nullptr));
 
@@ -329,6 +342,21 @@ std::string metrics(const Config& cfg) {
   metric("waste_requests_total", "counter", "Generate requests finished.", e["requests"].get<double>());
   metric("waste_requests_failed_total", "counter", "Generate requests that failed.", e["failed"].get<double>());
   metric("waste_uptime_seconds", "gauge", "Seconds since compute started.", e["uptime_seconds"].get<double>());
+  const json& pc = e["prompt_cache"];
+  metric("waste_prompt_cache_budget_bytes", "gauge", "Bytes the prompt cache may hold (0: off).",
+         pc["budget_bytes"].get<double>());
+  metric("waste_prompt_cache_bytes", "gauge", "Bytes held by prompt-cache checkpoints.", pc["bytes"].get<double>());
+  metric("waste_prompt_cache_entries", "gauge", "Prompt-cache checkpoints held.", pc["entries"].get<double>());
+  metric("waste_prompt_cache_lookups_total", "counter", "Prompts of fresh sessions looked up in the prompt cache.",
+         pc["lookups"].get<double>());
+  metric("waste_prompt_cache_hits_total", "counter", "Prompts that started from a prompt-cache checkpoint.",
+         pc["hits"].get<double>());
+  metric("waste_prompt_cache_hit_rate", "gauge", "Prompt-cache hits / lookups.",
+         pc["lookups"].get<double>() > 0 ? pc["hits"].get<double>() / pc["lookups"].get<double>() : 0.0);
+  metric("waste_prompt_cache_cached_tokens_total", "counter", "Prompt tokens restored from checkpoints, not prefilled.",
+         pc["cached_tokens"].get<double>());
+  metric("waste_prompt_cache_evictions_total", "counter", "Checkpoints dropped to stay in the budget.",
+         pc["evicted"].get<double>());
   return o.str();
 }
 
@@ -342,14 +370,20 @@ int main(int argc, char** argv) {
   CLI::App app{"waste-serve: OpenAI-compatible HTTP server in front of waste-compute"};
   app.add_option("--connect", connect, "compute's run directory or socket (default: the default run dir)");
   app.add_option("--listen", listen, "HOST:PORT to bind (127.0.0.1:8080; port 0 picks one)");
-  app.add_option("--api-key", cfg.api_key, "require Authorization: Bearer KEY (default: WASTE_API_KEY if set)");
+  app.add_option("--api-key", cfg.api_keys,
+                 "require Authorization: Bearer KEY; repeat for several keys, each with a prompt cache of its own "
+                 "(default: WASTE_API_KEY if set, several separated by commas)");
   app.add_option("--max-body", max_body, "largest request body in bytes (1 MiB)");
   app.add_option("--threads", threads, "HTTP worker threads (8)");
   app.add_option("--model-name", cfg.model_name, "model id reported to clients (default: the container's name)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
-  if (cfg.api_key.empty())
-    if (const char* k = ::getenv("WASTE_API_KEY")) cfg.api_key = k;
+  if (cfg.api_keys.empty())
+    if (const char* k = ::getenv("WASTE_API_KEY")) {
+      std::stringstream list(k);
+      for (std::string key; std::getline(list, key, ',');)
+        if (!key.empty()) cfg.api_keys.push_back(key);
+    }
   cfg.address = waste::client::engine_address(connect);
   cfg.limits.max_prompt_bytes = max_body;
 

@@ -192,9 +192,11 @@ const char* finish_reason(const client::Result& r) {
 }
 
 nlohmann::json usage_json(const client::Result& r) {
+  // As OpenAI reports prompt caching: the prompt tokens that were not computed again.
   return {{"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.tokens},
-          {"total_tokens", r.prompt_tokens + r.tokens}};
+          {"total_tokens", r.prompt_tokens + r.tokens},
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
 }  // namespace waste::serve

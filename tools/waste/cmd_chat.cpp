@@ -30,6 +30,7 @@
 
 #include "shared/reply/reply_parser.h"
 #include "shared/util/error.h"
+#include "shared/util/progress.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/private_instance.h"
@@ -307,9 +308,13 @@ int converse(client::Client& c, client::Session& s, const ChatOptions& o) {
       } else if (line == "/stats") {
         std::printf("session %s\nengine  %s\n", s.stats().dump().c_str(), c.stats()["engine"].dump().c_str());
       } else if (line.rfind("/save ", 0) == 0) {
-        std::printf("(saved %llu tokens)\n", (unsigned long long)s.save(absolute_path(line.substr(6))));
+        const auto r = s.save(absolute_path(line.substr(6)));
+        std::printf("(saved %llu tokens, %s, in %.2f s)\n", (unsigned long long)r.tokens,
+                    format_bytes(double(r.bytes)).c_str(), r.seconds);
       } else if (line.rfind("/load ", 0) == 0) {
-        std::printf("(loaded %llu tokens)\n", (unsigned long long)s.load(absolute_path(line.substr(6))));
+        const auto r = s.load(absolute_path(line.substr(6)));
+        std::printf("(loaded %llu tokens, %s, in %.2f s)\n", (unsigned long long)r.tokens,
+                    format_bytes(double(r.bytes)).c_str(), r.seconds);
         first = false;
       } else if (line[0] == '/') {
         std::puts("commands: /reset /stats /save PATH /load PATH /quit");

@@ -18,7 +18,7 @@ namespace waste::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model_dir, preset, budget = "auto";
+  std::string model_dir, preset, budget = "auto", prompt_cache = "auto";
   uint64_t context = 8192;
   uint32_t sessions = 1;
   bool json = false;
@@ -45,6 +45,7 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
   r.context = o.context;
   r.sessions = o.sessions;
   if (o.budget != "auto") r.budget = plan::parse_size(o.budget);
+  if (o.prompt_cache != "auto") r.prompt_cache = plan::parse_size(o.prompt_cache);
   return r;
 }
 
@@ -66,6 +67,7 @@ void run_plan(const PlanOptions& o) {
                           {"kda_conv_bytes", p.state_per_session.kda_conv_bytes}};
     j["scratch_bytes"] = p.scratch;
     j["experts_in_flight_bytes"] = p.experts_in_flight;
+    j["prompt_cache_bytes"] = p.prompt_cache;
     j["record_stride"] = p.record_stride;
     j["floor_bytes"] = p.floor;
     j["working_set_records"] = p.working_set_records;
@@ -97,6 +99,9 @@ void run_plan(const PlanOptions& o) {
   line("scratch", p.scratch, "activations, logits, attention scores + fixed process overhead");
   line("experts in flight", p.experts_in_flight,
        std::to_string(c.top_k) + " x " + std::to_string(p.record_stride) + " B record");
+  line("prompt cache", p.prompt_cache,
+       o.prompt_cache == "auto" ? "checkpoints of session states: two at full context (--prompt-cache)"
+                                : "checkpoints of session states (--prompt-cache " + o.prompt_cache + ")");
   line("floor", p.floor, "");
   line("working set / token", p.working_set_bytes, std::to_string(p.working_set_records) + " records");
   char ws[64];
@@ -121,6 +126,7 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--budget", o->budget, "total memory budget (e.g. 12G, 900M) or auto");
   cmd->add_option("--ctx", o->context, "context length per session (tokens)");
   cmd->add_option("--sessions", o->sessions, "concurrent sessions");
+  cmd->add_option("--prompt-cache", o->prompt_cache, "prompt-cache checkpoint bytes (0: off) or auto");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { run_plan(*o); });
 }

@@ -70,7 +70,7 @@ std::string capture_supervisor(const std::vector<std::string>& args, int* status
 
 void register_up_commands(CLI::App& app) {
   struct UpOptions {
-    std::string model, budget, http, run_dir;
+    std::string model, budget, http, run_dir, prompt_cache;
     bool foreground = false;
     int ctx = 0, threads = 0, max_sessions = 0, max_batch = -1;
   };
@@ -85,6 +85,8 @@ void register_up_commands(CLI::App& app) {
   up->add_option("--threads", o->threads, "Compute threads");
   up->add_option("--max-sessions", o->max_sessions, "Open sessions at most");
   up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)");
+  up->add_option("--prompt-cache", o->prompt_cache,
+                 "Prompt-cache checkpoint bytes (4G, 512M, ...; 0: off; default: the memory planner's)");
   up->callback([o] {
     std::vector<std::string> a = {"up", o->model, "--run-dir", o->run_dir.empty() ? client::default_run_dir() : o->run_dir};
     if (!o->budget.empty()) a.insert(a.end(), {"--budget", o->budget});
@@ -94,6 +96,7 @@ void register_up_commands(CLI::App& app) {
     if (o->threads) a.insert(a.end(), {"--threads", std::to_string(o->threads)});
     if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
     if (o->max_batch >= 0) a.insert(a.end(), {"--max-batch", std::to_string(o->max_batch)});
+    if (!o->prompt_cache.empty()) a.insert(a.end(), {"--prompt-cache", o->prompt_cache});
     if (int rc = run_supervisor(a); rc != 0) std::exit(rc);
   });
 
@@ -140,6 +143,15 @@ void register_up_commands(CLI::App& app) {
                   s["failed"].get<double>());
       std::printf("cache   %.0f hits, %.0f misses, hit rate %.1f%%, %.3f GB read\n", hits, misses,
                   hits + misses > 0 ? 100.0 * hits / (hits + misses) : 0.0, s["bytes_read"].get<double>() / 1e9);
+      const nlohmann::json& pc = s["prompt_cache"];
+      const double lookups = pc["lookups"].get<double>(), phits = pc["hits"].get<double>();
+      if (pc["budget_bytes"].get<uint64_t>() == 0)
+        std::printf("prompts cache off\n");
+      else
+        std::printf("prompts %s of %s in %llu checkpoints; %.0f of %.0f prompts hit (%.1f%%), %.0f tokens not prefilled\n",
+                    format_bytes(pc["bytes"].get<double>()).c_str(), format_bytes(pc["budget_bytes"].get<double>()).c_str(),
+                    (unsigned long long)pc["entries"].get<uint64_t>(), phits, lookups,
+                    lookups > 0 ? 100.0 * phits / lookups : 0.0, pc["cached_tokens"].get<double>());
     } catch (const std::exception& e) {
       std::printf("compute: not answering (%s)\n", e.what());
     }

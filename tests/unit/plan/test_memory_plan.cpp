@@ -53,7 +53,9 @@ TEST_CASE("Kimi-Linear-48B: records, working set and session state match MODELS.
   CHECK_EQ(p.working_set_records, 208);
   CHECK_EQ(p.working_set_bytes, 208 * r.record_stride);
   CHECK_EQ(p.experts_in_flight, 8 * r.record_stride);
-  CHECK_EQ(p.floor, p.trunk + p.session_state + p.scratch + p.experts_in_flight);
+  CHECK_EQ(p.floor, p.trunk + p.session_state + p.scratch + p.experts_in_flight + p.prompt_cache);
+  // The prompt cache by default: two full-context session states.
+  CHECK_EQ(p.prompt_cache, 2 * s.bytes(8192));
   CHECK_EQ(p.session_state, s.bytes(8192));
   // 24 GiB: 3 working sets (~1.6 GiB) fit easily under 21 GiB.
   CHECK_EQ(p.cache, 3 * p.working_set_bytes);
