@@ -85,6 +85,7 @@ struct EngineService::Job {
   std::vector<int32_t> feed;  // unfed id + prompt
   size_t fed = 0;
   std::string cache_scope;    // whose prompt-cache checkpoints it may start from and adds to
+  bool fresh = false;         // the session held nothing: the prompt cache was asked, and gets its checkpoint
   SamplingParams params;
   std::shared_ptr<std::atomic<bool>> cancel;
   GenerateCallbacks cb;
@@ -377,6 +378,7 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
       j.out.queue_seconds = seconds_between(j.submitted, j.started);
       j.logits.resize(size_t(config_.vocab));
       if (s.empty()) {
+        j.fresh = true;
         restore_from_cache(j);
         if (j.fed == j.feed.size() && !start_decoding(j)) return Plan::Ended;  // the whole prompt was cached
       }
@@ -486,8 +488,10 @@ void EngineService::restore_from_cache(Job& j) {
 bool EngineService::start_decoding(Job& j) {
   SessionState& s = *j.s;
   // Taken before the first sample: the next turn re-renders this reply after the prompt, so
-  // its prompt starts with exactly these ids.
-  prompt_cache_->insert(j.cache_scope, s.fed, *s.model, j.logits);
+  // its prompt starts with exactly these ids. Only for sessions that started empty (as every
+  // HTTP request's does): a continuing session holds its own state, and copying its whole
+  // history every turn would cost for nothing.
+  if (j.fresh) prompt_cache_->insert(j.cache_scope, s.fed, *s.model, j.logits);
   j.decoding = true;
   j.decode_started = Clock::now();
   j.out.prefill_seconds = seconds_between(j.started, j.decode_started);

@@ -160,7 +160,7 @@ class EngineService {
   // Queues a generation; refuses when the session is busy, the queue is full, or the prompt
   // does not fit the session's context. `cancel` may be set at any time to end it. A session
   // that holds nothing yet starts from the longest prompt-cache checkpoint of `cache_scope`
-  // that the prompt begins with; every prefill ends with a checkpoint for that scope.
+  // that the prompt begins with, and its prefill ends with a checkpoint for that scope.
   void generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params, ReplyOptions reply,
                 std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb, std::string cache_scope = "");
   // The vocabulary grammars mask, built once on first use (thread-safe).
