@@ -128,6 +128,8 @@ TEST_CASE("prompt cache over HTTP: the same replies and logprobs on and off, eve
     CHECK(metric(m, "waste_prompt_cache_bytes") <= metric(m, "waste_prompt_cache_budget_bytes"));
     const std::string m_off = get(off_port, "/metrics");
     CHECK(metric(m_off, "waste_prompt_cache_budget_bytes") == 0);
+    // Exact, not rounded to 6 digits: the default budget is 64 MiB for a tiny model.
+    CHECK(metric(m, "waste_prompt_cache_budget_bytes") == double(64ull << 20));
     CHECK(metric(m_off, "waste_prompt_cache_entries") == 0);
 
     // `waste status` reports the same.

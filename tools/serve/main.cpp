@@ -327,7 +327,10 @@ std::string metrics(const Config& cfg) {
   const json& e = s["engine"];
   std::ostringstream o;
   auto metric = [&](const char* name, const char* type, const char* help, double v) {
-    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << v << "\n";
+    // %.17g: counters and byte gauges exactly (the stream's default 6 digits rounded them).
+    char value[32];
+    std::snprintf(value, sizeof value, "%.17g", v);
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
   };
   metric("waste_tokens_generated_total", "counter", "Tokens generated, all sessions.", e["tokens"].get<double>());
   metric("waste_prompt_tokens_total", "counter", "Prompt tokens fed.", e["prompt_tokens"].get<double>());
