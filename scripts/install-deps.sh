@@ -13,6 +13,7 @@ pkgs=(
   libcli11-dev                    # command lines
   libpcre2-dev                    # tokenizer pre-split patterns
   libcpp-httplib-dev              # OpenAI-compatible HTTP front end
+  libpng-dev libjpeg62-turbo-dev  # image inputs of the vision towers (shared/image)
   curl
 )
 missing=()
