@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include "shared/container/format.h"
 #include "shared/util/error.h"

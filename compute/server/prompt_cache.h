@@ -30,7 +30,6 @@ struct PromptCacheStats {
   uint64_t cached_tokens = 0;      // prompt tokens taken from checkpoints instead of prefilled
   uint64_t inserted = 0, evicted = 0;
   uint64_t too_large = 0;          // checkpoints not kept because one alone exceeds the budget
-  double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
 };
 
 class PromptCache {
@@ -45,8 +44,6 @@ class PromptCache {
 
   // budget_bytes 0: off (every lookup misses, nothing is kept).
   explicit PromptCache(uint64_t budget_bytes, size_t max_entries = 4096);
-
-  uint64_t budget_bytes() const { return budget_; }
 
   // The longest checkpoint of `scope` whose ids are a prefix of `prompt` (possibly all of it),
   // now the most recently used; nullptr when none is. Counts a lookup.

@@ -46,6 +46,21 @@ void check_dimensions(uint64_t w, uint64_t h, size_t input_size, const std::stri
 // Alpha over white, rounded: c*a/255 + 255*(255-a)/255.
 inline uint8_t over_white(unsigned c, unsigned a) { return uint8_t((c * a + 255u * (255u - a) + 127u) / 255u); }
 
+// w x h pixels of `channels` interleaved 8-bit samples to RGB; `pixel(s, d)` writes one pixel's
+// three bytes d from its samples s (the only part that differs between the formats).
+template <class Pixel>
+RgbImage rgb_of_samples(const std::vector<uint8_t>& samples, unsigned w, unsigned h, int channels, Pixel pixel) {
+  RgbImage out;
+  out.width = int(w);
+  out.height = int(h);
+  out.rgb.resize(size_t(w) * h * 3);
+  const size_t n = size_t(w) * h;
+  const uint8_t* s = samples.data();
+  uint8_t* d = out.rgb.data();
+  for (size_t i = 0; i < n; ++i, s += channels, d += 3) pixel(s, d);
+  return out;
+}
+
 // ---- PNG -------------------------------------------------------------------------------------
 // libpng reports errors through a callback that must not return; it longjmps back to
 // decode_png's setjmp. Nothing with a destructor lives in the frames it skips (libpng's own C
@@ -85,7 +100,6 @@ struct PngGuard {
 RgbImage decode_png(const uint8_t* data, size_t size, const std::string& source, const ImageLimits& limits) {
   PngReader reader{data, size, 0, {}, {}};
   PngGuard g;
-  RgbImage out;
   std::vector<uint8_t> decoded;  // rows after libpng's transforms: 1-4 channels of 8 bits
   std::vector<png_bytep> rows;
   g.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, png_on_error, png_on_warning);
@@ -117,21 +131,14 @@ RgbImage decode_png(const uint8_t* data, size_t size, const std::string& source,
   png_read_image(g.png, rows.data());
   png_read_end(g.png, nullptr);  // checks the CRCs up to IEND: a cut file is an error
 
-  out.width = int(w);
-  out.height = int(h);
-  out.rgb.resize(size_t(w) * h * 3);
-  const size_t n = size_t(w) * h;
-  const uint8_t* s = decoded.data();
-  uint8_t* d = out.rgb.data();
-  for (size_t i = 0; i < n; ++i, s += channels, d += 3) {
+  return rgb_of_samples(decoded, w, h, channels, [channels](const uint8_t* s, uint8_t* d) {
     switch (channels) {
       case 1: d[0] = d[1] = d[2] = s[0]; break;
       case 2: d[0] = d[1] = d[2] = over_white(s[0], s[1]); break;
       case 3: d[0] = s[0], d[1] = s[1], d[2] = s[2]; break;
       default: d[0] = over_white(s[0], s[3]), d[1] = over_white(s[1], s[3]), d[2] = over_white(s[2], s[3]);
     }
-  }
-  return out;
+  });
 }
 
 // ---- JPEG ------------------------------------------------------------------------------------
@@ -188,7 +195,6 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& source
   JpegError err;
   JpegGuard g;
   jpeg_progress_mgr progress{};
-  RgbImage out;
   std::vector<uint8_t> decoded;
   std::memset(&err, 0, sizeof err);
   progress.progress_monitor = jpeg_on_progress;
@@ -225,13 +231,7 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& source
   const bool inverted = g.cinfo.saw_Adobe_marker;
   jpeg_finish_decompress(&g.cinfo);
 
-  out.width = int(w);
-  out.height = int(h);
-  out.rgb.resize(size_t(w) * h * 3);
-  const size_t n = size_t(w) * h;
-  const uint8_t* s = decoded.data();
-  uint8_t* d = out.rgb.data();
-  for (size_t i = 0; i < n; ++i, s += channels, d += 3) {
+  RgbImage out = rgb_of_samples(decoded, w, h, channels, [channels, inverted](const uint8_t* s, uint8_t* d) {
     if (channels == 1) {
       d[0] = d[1] = d[2] = s[0];
     } else if (channels == 3) {
@@ -243,7 +243,7 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& source
         d[c] = uint8_t((v * k + 127u) / 255u);
       }
     }
-  }
+  });
   if (orientation != 1) return apply_orientation(out, orientation);
   return out;
 }

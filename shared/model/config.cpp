@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/model/config_json.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 
@@ -89,7 +90,7 @@ std::vector<bool> layer_set(const Reader& r, const char* key, int n_layers) {
 
 }  // namespace
 
-ModelConfig ModelConfig::from_json(const std::string& json_text, const std::string& source) {
+json parse_config_object(const std::string& json_text, const std::string& source) {
   json root;
   try {
     root = json::parse(json_text);
@@ -97,6 +98,11 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
     throw Error(source + ": not valid JSON: " + e.what());
   }
   if (!root.is_object()) throw Error(source + ": expected a JSON object");
+  return root;
+}
+
+ModelConfig ModelConfig::from_json(const std::string& json_text, const std::string& source) {
+  const json root = parse_config_object(json_text, source);
 
   ModelConfig c;
   const json* text = &root;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/model/config_json.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 
@@ -44,13 +45,7 @@ struct Reader {
 }  // namespace
 
 VisionConfig VisionConfig::from_json(const std::string& json_text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw Error(source + ": not valid JSON: " + e.what());
-  }
-  if (!root.is_object()) throw Error(source + ": expected a JSON object");
+  const json root = parse_config_object(json_text, source);
   if (!root.contains("vision_config") || !root["vision_config"].is_object())
     throw Error(source + ": missing field 'vision_config'");
 
