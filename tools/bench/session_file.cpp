@@ -44,13 +44,14 @@ int main(int argc, char** argv) {
   app.add_option("--connect", where, "run directory or socket of the instance (default: the default run dir)");
   app.add_option("--tokens", tokens, "ids in the saved session (4000)")->check(CLI::Range(1u, 1u << 20));
   app.add_option("--rounds", rounds, "saves and warm loads (3)")->check(CLI::Range(1u, 100u));
-  app.add_option("--dir", dir, "where the session file goes (default: the run directory; must be absolute)");
+  app.add_option("--dir", dir, "where the session file goes (default: the run directory)");
   app.add_option("--seed", seed, "seed of the ids");
   app.add_flag("--json", as_json, "print JSON");
   CLI11_PARSE(app, argc, argv);
   try {
     if (where.empty()) where = waste::client::default_run_dir();
-    if (dir.empty()) dir = std::filesystem::absolute(std::filesystem::is_directory(where) ? where : ".").string();
+    // Compute takes absolute paths only (its working directory is not ours).
+    dir = std::filesystem::absolute(!dir.empty() ? dir : std::filesystem::is_directory(where) ? where : ".").string();
     const std::string path = dir + "/bench.session";
     waste::client::Client c(where);
     const waste::client::Info info = c.info();
