@@ -33,7 +33,9 @@ Engine::Engine(const EngineOptions& options) : options_(options), container_(Con
   const ModelConfig& c = container_.config();
   {
     // The embedding table stays on disk: one row is read per token.
-    uint64_t total = container_.trunk_bytes();
+    // The embedding table stays on disk (a row is read per token) and the vision tower loads on
+    // the first image: neither is part of this load.
+    uint64_t total = container_.trunk_bytes() - std::min(container_.trunk_bytes(), container_.vision_bytes());
     if (const TensorInfo* e = container_.find_tensor("model.embed_tokens.weight")) total -= std::min(total, e->bytes);
     Progress bar("loading trunk", total, "B", options_.progress);
     g_trunk_progress = &bar;
@@ -67,6 +69,37 @@ Engine::Engine(const EngineOptions& options) : options_(options), container_(Con
             container_.dir() + ": the tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
                 " ids, more than the model's vocabulary of " + std::to_string(c.vocab));
   }
+  VisionOptions vo;
+  vo.verify_checksums = options_.verify_checksums;
+  vision_ = std::make_unique<VisionEncoder>(container_, vo);
+  if (vision_->available() && tokenizer_) {
+    // The renderer writes <|media_pad|> as markup: it must be the id the tower's rows replace.
+    const std::vector<uint32_t> pad = tokenizer_->encode_markup("<|media_pad|>");
+    require(pad.size() == 1 && int64_t(pad[0]) == vision_->placeholder_id(),
+            container_.dir() + ": the tokenizer's <|media_pad|> is not config.json's media_placeholder_token_id " +
+                std::to_string(vision_->placeholder_id()));
+  }
+  if (vision_->available()) vision_->patch_budget(options_.image_patches);  // refuses a bad default early
+}
+
+MediaPrompt Engine::with_images(std::span<const int32_t> ids, std::span<const std::vector<uint8_t>> images,
+                                const std::string& field, int max_patches) {
+  // Without a tower the placeholder is an ordinary id; with one it always stands for an image.
+  if (!vision_->available()) {
+    require(images.empty(), field + ": this model has no vision tower (convert it with --vision)");
+    return expand_media(ids, int32_t(-1), {}, field);
+  }
+  std::vector<PreparedImage> prepared;
+  std::vector<int64_t> counts;
+  for (size_t i = 0; i < images.size(); ++i) {
+    prepared.push_back(vision_->prepare(images[i], field + "[" + std::to_string(i) + "]",
+                                        max_patches ? max_patches : options_.image_patches));
+    counts.push_back(prepared.back().tokens());
+  }
+  MediaPrompt p = expand_media(ids, int32_t(vision_->placeholder_id()), counts, field);
+  for (size_t i = 0; i < prepared.size(); ++i)
+    p.images[i].rows = std::make_shared<const std::vector<float>>(vision_->embed(prepared[i]));
+  return p;
 }
 
 Engine::~Engine() = default;
@@ -90,28 +123,35 @@ std::vector<int32_t> Engine::encode_chat(const chat::ChatRequest& request) const
   return {ids.begin(), ids.end()};
 }
 
-void Engine::prefill(Session& s, std::span<const int32_t> ids, float* logits, LogitRows rows) const {
+void Engine::prefill(Session& s, std::span<const int32_t> ids, float* logits, LogitRows rows,
+                     std::span<const ImageRun> images) const {
   require(!ids.empty(), "prefill: no tokens");
   const size_t V = size_t(config().vocab), chunk = size_t(options_.prefill_chunk);
+  std::vector<const float*> inputs;
   for (size_t at = 0; at < ids.size(); at += chunk) {
     const size_t n = std::min(chunk, ids.size() - at);
     const bool last = at + n == ids.size();
+    image_inputs(images, int64_t(at), int64_t(n), config().hidden, inputs);
     if (rows == LogitRows::All)
-      model_->forward(s, ids.subspan(at, n), logits + at * V, LogitRows::All);
+      model_->forward(s, ids.subspan(at, n), inputs, logits + at * V, LogitRows::All);
     else if (last)
-      model_->forward(s, ids.subspan(at, n), logits, LogitRows::Last);
+      model_->forward(s, ids.subspan(at, n), inputs, logits, LogitRows::Last);
     else
-      model_->forward(s, ids.subspan(at, n), nullptr, LogitRows::None);  // no head for inner chunks
+      model_->forward(s, ids.subspan(at, n), inputs, nullptr, LogitRows::None);  // no head for inner chunks
   }
 }
 
-void Engine::step_all(Session& s, std::span<const int32_t> ids, float* logits) const {
+void Engine::step_all(Session& s, std::span<const int32_t> ids, float* logits, std::span<const ImageRun> images) const {
   const size_t V = size_t(config().vocab);
-  for (size_t i = 0; i < ids.size(); ++i) model_->forward(s, ids.subspan(i, 1), logits + i * V, LogitRows::Last);
+  std::vector<const float*> inputs;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    image_inputs(images, int64_t(i), 1, config().hidden, inputs);
+    model_->forward(s, ids.subspan(i, 1), inputs, logits + i * V, LogitRows::Last);
+  }
 }
 
 GenerateStats Engine::generate(Session& s, std::span<const int32_t> prompt, const SamplingParams& params,
-                               const TokenCallback& on_token) {
+                               const TokenCallback& on_token, std::span<const ImageRun> images) {
   require(!prompt.empty(), "generate: empty prompt");
   require(s.position() + int64_t(prompt.size()) < s.max_context(),
           "generate: the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
@@ -121,7 +161,7 @@ GenerateStats Engine::generate(Session& s, std::span<const int32_t> prompt, cons
   const ExpertSourceStats before = experts_->stats();
   std::vector<float> logits(size_t(config().vocab));
   auto t0 = std::chrono::steady_clock::now();
-  prefill(s, prompt, logits.data());
+  prefill(s, prompt, logits.data(), LogitRows::Last, images);
   st.prefill_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();

@@ -19,6 +19,8 @@
 
 #include "compute/model/model.h"
 #include "compute/sampler.h"
+#include "compute/vision/media_prompt.h"
+#include "compute/vision/vision_encoder.h"
 #include "shared/chat/render.h"
 #include "shared/container/reader.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -34,6 +36,7 @@ struct EngineOptions {
   bool verify_checksums = false;      // trunk tensor checksums at load
   int prefill_chunk = 128;            // tokens per forward during prefill (>= 1)
   int kda_chunk = 1;                  // KDA's chunked prefill form (kda.h); 1: the recurrence
+  int image_patches = kDefaultImagePatches;  // patch budget per image (each image token costs a text token's prefill)
   int lookahead = -1;                 // experts prefetched per token for the next layer; -1: top_k / 2 (measured best, docs/MEASUREMENTS.md), 0: off
   // Routed experts: nullptr = read from the container in-process (a record cache of
   // in_process_cache_bytes); else this source (e.g. IodExperts), which must outlive the Engine.
@@ -79,16 +82,26 @@ class Engine {
   std::vector<int32_t> encode(std::string_view text) const;
   std::vector<int32_t> encode_chat(const chat::ChatRequest& request) const;
 
+  // The vision tower of the container (available() false without one); its weights load on
+  // the first image.
+  VisionEncoder& vision() { return *vision_; }
+  const VisionEncoder& vision() const { return *vision_; }
+  // A prompt's ids with its images (encoded files, one per media placeholder in order) run
+  // through the tower and expanded into their positions. `field` names the images in errors.
+  MediaPrompt with_images(std::span<const int32_t> ids, std::span<const std::vector<uint8_t>> images,
+                          const std::string& field, int max_patches = 0);
+
   // Feeds ids through the model in chunks of options().prefill_chunk. logits: [vocab] (Last) or
-  // [ids.size(), vocab] (All).
-  void prefill(Session& s, std::span<const int32_t> ids, float* logits, LogitRows rows = LogitRows::Last) const;
+  // [ids.size(), vocab] (All). Positions covered by `images` take the tower's rows.
+  void prefill(Session& s, std::span<const int32_t> ids, float* logits, LogitRows rows = LogitRows::Last,
+               std::span<const ImageRun> images = {}) const;
   // One token at a time through the decode path; logits [ids.size(), vocab].
-  void step_all(Session& s, std::span<const int32_t> ids, float* logits) const;
+  void step_all(Session& s, std::span<const int32_t> ids, float* logits, std::span<const ImageRun> images = {}) const;
 
   // Prefills `prompt`, then samples up to params.max_tokens tokens, stopping at the
   // tokenizer's stop ids, a stop string, a full context or when `on_token` returns false.
   GenerateStats generate(Session& s, std::span<const int32_t> prompt, const SamplingParams& params,
-                         const TokenCallback& on_token);
+                         const TokenCallback& on_token, std::span<const ImageRun> images = {});
 
  private:
   EngineOptions options_;
@@ -99,6 +112,7 @@ class Engine {
   ExpertSource* experts_ = nullptr;
   std::unique_ptr<Model> model_;
   std::optional<tok::Tokenizer> tokenizer_;
+  std::unique_ptr<VisionEncoder> vision_;
 };
 
 }  // namespace waste

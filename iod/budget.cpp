@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "shared/plan/container_plan.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/util/error.h"
 
@@ -11,7 +12,7 @@ namespace waste::iod {
 CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t slots_override, uint64_t slot_bytes,
                        uint32_t top_k, uint32_t key_count, const std::string& prompt_cache) {
   CacheBudget b;
-  char line[512];
+  char line[640];
   if (slots_override > 0) {
     require(slots_override >= top_k, "iod: --slots " + std::to_string(slots_override) + " is under the floor of " +
                                          std::to_string(top_k) + " (one MoE layer's experts in flight)");
@@ -22,8 +23,10 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
   }
   plan::PlanRequest req;
   req.config = c.config();
-  req.trunk_bytes = c.trunk_bytes();
+  // The vision tower shares trunk.bin but is its own line (weights and one image's activations).
+  req.trunk_bytes = c.trunk_bytes() - c.vision_bytes();
   req.trunk_source = "manifest";
+  plan::count_vision(c, req);
   req.record_stride = slot_bytes;
   if (budget != "auto") req.budget = plan::parse_size(budget);
   if (prompt_cache != "auto") req.prompt_cache = plan::parse_size(prompt_cache);
@@ -31,12 +34,13 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
   // More slots than records would be memory for nothing.
   b.slots = uint32_t(std::min<uint64_t>(p.slots, key_count));
   std::snprintf(line, sizeof line,
-                "%u slots x %s = %s (planner: floor %s = trunk %s + sessions %s + scratch %s + in flight %s + prompt cache %s; "
-                "cache %.2f working sets; usable RAM %s from %s)",
+                "%u slots x %s = %s (planner: floor %s = trunk %s + sessions %s + scratch %s + in flight %s + prompt cache %s"
+                " + vision %s; cache %.2f working sets; usable RAM %s from %s)",
                 b.slots, plan::format_bytes(slot_bytes).c_str(), plan::format_bytes(uint64_t(b.slots) * slot_bytes).c_str(),
                 plan::format_bytes(p.floor).c_str(), plan::format_bytes(p.trunk).c_str(),
                 plan::format_bytes(p.session_state).c_str(), plan::format_bytes(p.scratch).c_str(),
-                plan::format_bytes(p.experts_in_flight).c_str(), plan::format_bytes(p.prompt_cache).c_str(), p.cache_working_sets,
+                plan::format_bytes(p.experts_in_flight).c_str(), plan::format_bytes(p.prompt_cache).c_str(),
+                plan::format_bytes(p.vision).c_str(), p.cache_working_sets,
                 plan::format_bytes(p.memory.usable).c_str(), p.memory.source.c_str());
   b.breakdown = line;
   require(b.slots >= top_k, "iod: the planner left " + std::to_string(b.slots) + " slots, under top_k " +

@@ -25,6 +25,8 @@ struct EngineInfo {
   trunkBytes @13 :UInt64;     # resident trunk
   hasTokenizer @14 :Bool;
   chatFormat @15 :Text;
+  vision @16 :Bool;           # the container holds a vision tower: prompts may carry images
+  imagePatches @17 :UInt32;   # the default patch budget per image (GenerateRequest.imagePatches)
 }
 
 struct SessionOptions {
@@ -33,8 +35,10 @@ struct SessionOptions {
 
 # One message of a chat request (shared/chat/chat_request.h has the meaning of each field).
 struct ContentPart {
-  text @0 :Text;              # the text, or for an image its reference (URL or data URL)
+  text @0 :Text;              # the text, or for an image its reference: a data: URL (base64),
+                              # used when `data` is empty; compute fetches nothing
   image @1 :Bool;
+  data @2 :Data;              # an image: the encoded file (PNG or JPEG) itself
 }
 
 struct ToolCall {
@@ -92,6 +96,10 @@ struct GenerateRequest {
   topLogprobs @15 :UInt32;    # and this many most likely alternatives (at most 20)
   cacheScope @16 :Text;       # whose prompt-cache checkpoints a new session may start from and
                               # adds to ("" = shared by all who send ""; waste-serve: the API key's)
+  images @17 :List(Data);     # a `tokens` prompt's images (encoded PNG/JPEG files): each media
+                              # placeholder id (<|media_pad|>) of the prompt takes the next one
+                              # and expands into one position per image token (docs/VISION.md)
+  imagePatches @18 :UInt32;   # the patch budget per image (tokens = patches / 4); 0: the engine's
 }
 
 struct GenerateStats {
@@ -107,6 +115,8 @@ struct GenerateStats {
   stopReason @9 :Text;        # max_tokens, stop_token, stop_string, context, cancelled
   toolCalls @10 :UInt32;      # tool calls in the reply (a chat): finish_reason "tool_calls"
   cachedTokens @11 :UInt64;   # of promptTokens, restored from a prompt-cache checkpoint (not prefilled)
+  imageTokens @12 :UInt64;    # of promptTokens, the positions images expanded into
+  imageSeconds @13 :Float64;  # running the vision tower on the request's images
 }
 
 struct SessionStats {
@@ -207,7 +217,12 @@ interface Session {
   # f32 [tokens.size() x vocab], row i the logits after tokens[i]. stepwise: one token at a time
   # through the decode path (as `waste eval --step`), else prefill chunks (as `waste eval`).
   # Bounded: at most the session's context tokens and 64 MiB of logits. Runs between steps.
-  eval @8 (tokens :List(Int32), stepwise :Bool) -> (logits :Data, vocab :UInt32);
+  # With `images`, each media placeholder id takes the next image and expands as in generate
+  # (the logits then have a row per expanded position). With `padEmbeddings` (f32 [n x hidden])
+  # instead, the placeholder ids are not expanded: the i-th of them is fed row i in place of
+  # the embedding table's row (the tower's output given directly).
+  eval @8 (tokens :List(Int32), stepwise :Bool, images :List(Data), padEmbeddings :Data, imagePatches :UInt32)
+      -> (logits :Data, vocab :UInt32);
 }
 
 interface Engine {

@@ -13,6 +13,8 @@ enum TensorFormat {
   vq3r @5;  # 3-stage residual VQ, 3 index bytes per 8 weights, f16 scale per row
 }
 
+# Trunk tensors include the K3 vision tower's and projector's (vision_tower.*, mm_projector.*),
+# under their release names, which have no tensor prefix.
 struct TrunkTensor {
   name @0 :Text;            # the release's tensor name without the tensor prefix
   format @1 :TensorFormat;
@@ -57,4 +59,5 @@ struct Manifest {
   tokenizerFile @12 :Text;    # tiktoken rank file, empty if none
   tokenizerConfigFile @13 :Text;
   synthetic @14 :Bool;        # random weights: text output is meaningless
+  preprocessorConfigJson @15 :Text;  # the release's preprocessor_config.json, verbatim; "" = no vision
 }

@@ -280,6 +280,12 @@ void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, 
   forward_rows({&item, 1}, layer_hidden);
 }
 
+void Model::forward(Session& s, std::span<const int32_t> tokens, std::span<const float* const> inputs, float* logits,
+                    LogitRows rows) const {
+  const BatchItem item{&s, tokens, logits, rows, inputs};
+  forward_rows({&item, 1}, nullptr);
+}
+
 void Model::forward_batch(std::span<const BatchItem> items) const { forward_rows(items, nullptr); }
 
 void Model::forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden) const {
@@ -306,6 +312,9 @@ void Model::forward_rows(std::span<const BatchItem> items, std::vector<float>* l
     for (int32_t id : it.tokens)
       require(id >= 0 && id < config_.vocab, "forward: token id " + std::to_string(id) +
                                                  " is outside the vocabulary of " + std::to_string(config_.vocab));
+    require(it.inputs.empty() || int64_t(it.inputs.size()) == m,
+            "forward: batch item " + std::to_string(i) + " has " + std::to_string(it.inputs.size()) +
+                " input rows for " + std::to_string(m) + " tokens");
     parts.push_back({&s, n, m});
     n += m;
     head_rows += it.rows == LogitRows::All ? m : it.rows == LogitRows::Last ? 1 : 0;
@@ -314,8 +323,14 @@ void Model::forward_rows(std::span<const BatchItem> items, std::vector<float>* l
   PhaseClock clock(profile_);
   std::vector<float> h(size_t(n * D));
   for (size_t i = 0; i < items.size(); ++i)
-    for (int64_t t = 0; t < parts[i].n; ++t)
-      weights_->embedding_row(items[i].tokens[size_t(t)], &h[size_t((parts[i].row0 + t) * D)]);
+    for (int64_t t = 0; t < parts[i].n; ++t) {
+      float* row = &h[size_t((parts[i].row0 + t) * D)];
+      const float* given = items[i].inputs.empty() ? nullptr : items[i].inputs[size_t(t)];
+      if (given)
+        std::copy_n(given, size_t(D), row);
+      else
+        weights_->embedding_row(items[i].tokens[size_t(t)], row);
+    }
   if (layer_hidden) layer_hidden->assign(size_t(config_.n_layers * n * D), 0.0f);
   clock.lap(&PhaseTimes::embed);
 

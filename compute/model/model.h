@@ -36,6 +36,9 @@ struct BatchItem {
   std::span<const int32_t> tokens;
   float* logits = nullptr;  // [vocab] (Last), [tokens.size(), vocab] (All), unused (None)
   LogitRows rows = LogitRows::Last;
+  // Empty, or one entry per token: null takes the embedding table's row of the token, else
+  // `hidden` floats that replace it (an image's positions get the vision tower's rows).
+  std::span<const float* const> inputs;
 };
 
 class Model {
@@ -58,6 +61,9 @@ class Model {
   // layer's running block sum), for finding which layer disagrees with a reference.
   void forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows = LogitRows::Last,
                std::vector<float>* layer_hidden = nullptr) const;
+  // The same with input rows replacing the table's where `inputs` (one per token) is not null.
+  void forward(Session& s, std::span<const int32_t> tokens, std::span<const float* const> inputs, float* logits,
+               LogitRows rows = LogitRows::Last) const;
 
   // Several sessions in one pass: the rows of all items form one residual stream [sum n, D].
   // Per layer, each session's attention runs on its own rows and state; the feed-forward block

@@ -104,6 +104,9 @@ struct EngineService::Job {
   std::vector<uint32_t> test_reply;  // ServiceOptions::test_reply's ids
   size_t test_reply_at = 0;
   size_t pending = 0;            // tokens fed in this step
+  std::vector<ImageRun> images;  // positions in `feed` that take the tower's rows
+  std::vector<PreparedImage> to_embed;  // the images' pixels until the vision thread ran them
+  std::vector<const float*> inputs;     // this step's input rows (BatchItem::inputs points here)
   Clock::time_point submitted, started, decode_started;
   bool has_started = false;
   GenerateOutcome out;
@@ -132,7 +135,55 @@ EngineService::~EngineService() {
     stopping_ = true;
   }
   wake_.notify_all();
+  vision_wake_.notify_all();
+  // The vision thread uses the engine, which the worker made: it goes first.
+  if (vision_thread_.joinable()) vision_thread_.join();
   if (worker_.joinable()) worker_.join();
+}
+
+void EngineService::vision_main() {
+  for (;;) {
+    std::shared_ptr<Job> j;
+    {
+      std::unique_lock lk(mu_);
+      vision_wake_.wait(lk, [&] { return stopping_ || !vision_queue_.empty(); });
+      if (stopping_) break;
+      j = std::move(vision_queue_.front());
+      vision_queue_.pop_front();
+    }
+    std::string error;
+    const Clock::time_point t0 = Clock::now();
+    try {
+      for (size_t i = 0; i < j->to_embed.size() && !j->cancel->load(); ++i)
+        j->images[i].rows = std::make_shared<const std::vector<float>>(engine_->vision().embed(j->to_embed[i]));
+    } catch (const std::exception& e) {
+      error = std::string("vision tower: ") + e.what();
+    }
+    j->out.image_seconds = seconds_between(t0, Clock::now());
+    j->to_embed.clear();
+    if (error.empty() && j->cancel->load()) {
+      j->out.stop_reason = "cancelled";
+    }
+    {
+      std::lock_guard lk(mu_);
+      // Pushed while the worker still takes work; after stopping_ nobody would answer it.
+      if (error.empty() && !stopping_ && j->out.stop_reason.empty()) {
+        incoming_.push_back(j);
+        j.reset();
+      }
+    }
+    if (!j) {
+      wake_.notify_all();
+      continue;
+    }
+    finish(*j, error.empty() && j->out.stop_reason.empty() ? "compute is shutting down" : error);
+  }
+  std::deque<std::shared_ptr<Job>> left;
+  {
+    std::lock_guard lk(mu_);
+    left.swap(vision_queue_);
+  }
+  for (auto& j : left) finish(*j, "compute is shutting down");
 }
 
 int64_t EngineService::max_context() const { return options_.max_context; }
@@ -145,6 +196,7 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     eo.model = options_.model;
     eo.context = options_.context;
     eo.prefill_chunk = options_.prefill_chunk;
+    eo.image_patches = options_.image_patches;
     eo.progress = false;
     eo.in_process_cache_bytes = options_.in_process_cache_bytes;
     if (!options_.iod_socket.empty()) {
@@ -373,7 +425,10 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
     if (!j.has_started) {
       j.has_started = true;
       j.started = Clock::now();
-      if (s.unfed) j.feed.insert(j.feed.begin(), *s.unfed);
+      if (s.unfed) {
+        j.feed.insert(j.feed.begin(), *s.unfed);
+        shift_images(j.images, 1);
+      }
       s.unfed.reset();
       j.out.queue_seconds = seconds_between(j.submitted, j.started);
       j.logits.resize(size_t(config_.vocab));
@@ -390,8 +445,9 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
       const size_t n = std::min(step_prefill_chunk_, j.feed.size() - j.fed);
       const bool last = j.fed + n == j.feed.size();
       // Inner chunks need no logits: the output head runs only for the prompt's last token.
+      image_inputs(j.images, int64_t(j.fed), int64_t(n), config_.hidden, j.inputs);
       item = {&*s.model, std::span<const int32_t>(j.feed.data() + j.fed, n), j.logits.data(),
-              last ? LogitRows::Last : LogitRows::None};
+              last ? LogitRows::Last : LogitRows::None, j.inputs};
       j.pending = n;
       return Plan::Feed;
     }
@@ -473,11 +529,13 @@ bool EngineService::fed_unguarded(Job& j) {
 
 void EngineService::restore_from_cache(Job& j) {
   SessionState& s = *j.s;
-  std::shared_ptr<const PromptCache::Checkpoint> c = prompt_cache_->match(j.cache_scope, j.feed);
+  // Image positions are compared by the image (cache_key), not by the placeholder id.
+  std::shared_ptr<const PromptCache::Checkpoint> c =
+      prompt_cache_->match(j.cache_scope, j.images.empty() ? j.feed : cache_key(j.feed, j.images));
   if (!c) return;
   // A copy: the checkpoint stays as it is for the next request that shares the prefix.
   s.model.emplace(c->state.with_context(s.context));
-  s.fed = c->ids;
+  s.fed.assign(j.feed.begin(), j.feed.begin() + ptrdiff_t(c->ids.size()));
   j.fed = c->ids.size();
   j.out.cached_tokens = int64_t(c->ids.size());
   if (j.fed == j.feed.size()) j.logits = c->logits;  // nothing left to prefill: its logits are the prompt's
@@ -491,7 +549,8 @@ bool EngineService::start_decoding(Job& j) {
   // its prompt starts with exactly these ids. Only for sessions that started empty (as every
   // HTTP request's does): a continuing session holds its own state, and copying its whole
   // history every turn would cost for nothing.
-  if (j.fresh) prompt_cache_->insert(j.cache_scope, s.fed, *s.model, j.logits);
+  if (j.fresh)
+    prompt_cache_->insert(j.cache_scope, j.images.empty() ? s.fed : cache_key(s.fed, j.images), *s.model, j.logits);
   j.decoding = true;
   j.decode_started = Clock::now();
   j.out.prefill_seconds = seconds_between(j.started, j.decode_started);
@@ -604,7 +663,7 @@ SessionSnapshot EngineService::snapshot(uint64_t session) const {
 
 void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params,
                              ReplyOptions reply, std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb,
-                             std::string cache_scope) {
+                             std::string cache_scope, PromptImages images) {
   require(!reply.chat || engine_->has_tokenizer(), "generate: a chat reply needs the model's tokenizer");
   require(reply.top_logprobs <= 20, "top_logprobs must be at most 20");
   require(!prompt.empty(), "generate: empty prompt");
@@ -612,6 +671,10 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
     require(id >= 0 && id < config_.vocab, "generate: token id " + std::to_string(id) + " is outside the vocabulary of " +
                                                std::to_string(config_.vocab));
   require(params.max_tokens >= 0, "generate: max_tokens must not be negative");
+  require(images.runs.size() == images.images.size(), "generate: image runs and images differ in number");
+  for (const ImageRun& r : images.runs)
+    require(r.at >= 0 && r.tokens > 0 && r.at + r.tokens <= int64_t(prompt.size()), "generate: an image run is outside the prompt");
+  require(images.runs.empty() || engine_->vision().available(), "generate: this model has no vision tower");
   auto j = std::make_shared<Job>();
   // Everything that can refuse the request is built here, on the caller's thread, so a bad
   // request fails alone and before it queues, never on the worker.
@@ -651,12 +714,24 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
     j->out.prompt_tokens = int64_t(prompt.size());
     j->submitted = Clock::now();
     j->feed = std::move(prompt);  // the worker puts the session's unfed id in front
+    j->images = std::move(images.runs);
+    j->to_embed = std::move(images.images);
+    for (size_t i = 0; i < j->images.size(); ++i) {
+      j->images[i].hash = j->to_embed[i].content_hash();
+      j->out.image_tokens += j->images[i].tokens;
+    }
     s->busy = true;
     s->cancel = cancel;
     ++queued_;
-    incoming_.push_back(j);
+    if (j->to_embed.empty()) {
+      incoming_.push_back(j);
+    } else {
+      if (!vision_thread_.joinable()) vision_thread_ = std::thread([this] { vision_main(); });
+      vision_queue_.push_back(j);
+    }
   }
   wake_.notify_all();
+  vision_wake_.notify_all();
 }
 
 void EngineService::cancel(uint64_t session) {
@@ -735,8 +810,16 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
 }
 
 void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwise,
-                         std::function<void(std::string, std::vector<float>)> done) {
+                         std::function<void(std::string, std::vector<float>)> done, PromptImages images,
+                         std::vector<float> pad_rows) {
   require(!ids.empty(), "eval: no tokens");
+  require(images.runs.size() == images.images.size(), "eval: image runs and images differ in number");
+  require(images.runs.empty() || pad_rows.empty(), "eval: give images or pad embeddings, not both");
+  if (!pad_rows.empty()) {
+    require(engine_->vision().available(), "eval: pad embeddings need a model with a vision tower");
+    images.runs = placeholder_rows(ids, int32_t(engine_->vision().placeholder_id()), pad_rows, config_.hidden,
+                                   "eval: padEmbeddings");
+  }
   for (size_t i = 0; i < ids.size(); ++i)
     require(ids[i] >= 0 && ids[i] < config_.vocab, "eval: token " + std::to_string(i) + " = " + std::to_string(ids[i]) +
                                                        " is outside the vocabulary of " + std::to_string(config_.vocab));
@@ -753,7 +836,8 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
     require(int64_t(ids.size()) <= s->context, "eval: " + std::to_string(ids.size()) +
                                                    " tokens are more than the session's context of " +
                                                    std::to_string(s->context) + " tokens");
-    control_.push_back([this, s, ids = std::move(ids), stepwise, done = std::move(done)] {
+    control_.push_back([this, s, ids = std::move(ids), stepwise, done = std::move(done),
+                        images = std::make_shared<PromptImages>(std::move(images))] {
       {
         std::lock_guard lk2(mu_);
         if (s->closed) {
@@ -767,11 +851,13 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
       try {
         // A state of its own, as `waste eval`: the session's conversation is not touched.
         Session fresh = engine_->new_session(s->context);
+        for (size_t i = 0; i < images->images.size(); ++i)
+          images->runs[i].rows = std::make_shared<const std::vector<float>>(engine_->vision().embed(images->images[i]));
         logits.resize(ids.size() * size_t(config_.vocab));
         if (stepwise)
-          engine_->step_all(fresh, ids, logits.data());
+          engine_->step_all(fresh, ids, logits.data(), images->runs);
         else
-          engine_->prefill(fresh, ids, logits.data(), LogitRows::All);
+          engine_->prefill(fresh, ids, logits.data(), LogitRows::All, images->runs);
       } catch (const std::exception& e) {
         error = std::string("eval: ") + e.what();
         logits = {};

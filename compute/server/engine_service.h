@@ -58,6 +58,7 @@ struct ServiceOptions {
   // encoded with its special tokens) instead of sampled ones, then it stops; so a test on a
   // random-weight model can check how a given reply (a tool call, reasoning) reaches a client.
   std::string test_reply;
+  int image_patches = kDefaultImagePatches;  // patch budget per image when a request gives none
 };
 
 struct SessionCounters {
@@ -95,6 +96,15 @@ struct GenerateOutcome {
   std::string stop_reason;    // max_tokens, stop_token, stop_string, context, cancelled
   uint32_t tool_calls = 0;    // in the parsed reply of a chat
   int64_t cached_tokens = 0;  // of prompt_tokens, taken from a prompt-cache checkpoint (not prefilled)
+  int64_t image_tokens = 0;   // of prompt_tokens, the positions images expanded into
+  double image_seconds = 0;   // the vision tower on the request's images
+};
+
+// A prompt's images: where each one's positions are (ImageRun, rows not yet computed) and its
+// pixels, for the tower. Parallel vectors, in prompt order.
+struct PromptImages {
+  std::vector<ImageRun> runs;
+  std::vector<PreparedImage> images;
 };
 
 struct TokenLogprob {
@@ -161,8 +171,15 @@ class EngineService {
   // does not fit the session's context. `cancel` may be set at any time to end it. A session
   // that holds nothing yet starts from the longest prompt-cache checkpoint of `cache_scope`
   // that the prompt begins with, and its prefill ends with a checkpoint for that scope.
+  // A prompt with images (expanded already: Engine::vision(), expand_media) first waits for
+  // the vision thread, which runs the tower on them one request at a time beside the steps, so
+  // the sessions that decode are not stalled for the seconds a tower takes.
   void generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params, ReplyOptions reply,
-                std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb, std::string cache_scope = "");
+                std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb, std::string cache_scope = "",
+                PromptImages images = {});
+  // The engine's vision encoder (prepare() is thread-safe; the tower runs on the vision thread).
+  const VisionEncoder& vision() const { return engine_->vision(); }
+  int image_patches() const { return options_.image_patches; }
   // The vocabulary grammars mask, built once on first use (thread-safe).
   std::shared_ptr<const constrain::TokenVocabulary> grammar_vocabulary() const;
   void cancel(uint64_t session);
@@ -185,8 +202,11 @@ class EngineService {
   // (Error) for no ids, an id outside the vocabulary, more ids than the session's context or
   // more than kMaxEvalLogitsBytes of logits; `done` gets "" and the logits, or the error.
   static constexpr uint64_t kMaxEvalLogitsBytes = 64ull << 20;
+  // With images, the prompt was expanded (as for generate) and the tower runs on the worker
+  // first; with pad_rows (f32 [k, hidden]) the k placeholder ids of `ids` take those rows.
   void eval(uint64_t session, std::vector<int32_t> ids, bool stepwise,
-            std::function<void(std::string error, std::vector<float> logits)> done);
+            std::function<void(std::string error, std::vector<float> logits)> done, PromptImages images = {},
+            std::vector<float> pad_rows = {});
 
   ServiceStats stats() const;
 
@@ -220,6 +240,7 @@ class EngineService {
   void fail(Job& j, const std::string& error);  // resets the session's state, then finish()
   void finish(Job& j, std::string error);
   void ensure_model_session(SessionState& s);
+  void vision_main();  // runs the tower for jobs with images, then queues them for the worker
 
   ServiceOptions options_;
   std::unique_ptr<Container> expert_container_;
@@ -252,6 +273,9 @@ class EngineService {
   mutable std::once_flag vocab_once_;
   mutable std::shared_ptr<const constrain::TokenVocabulary> vocab_;
   std::thread worker_;
+  std::deque<std::shared_ptr<Job>> vision_queue_;  // under mu_; bounded by max_queued
+  std::condition_variable vision_wake_;
+  std::thread vision_thread_;  // started by the first request with images
 };
 
 }  // namespace waste::server

@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-queued", so.max_queued, "generate requests queued or running at most (32)");
   app.add_option("--chunk", so.prefill_chunk, "prefill chunk in tokens when no session is decoding (128)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--image-patches", so.image_patches,
+                 "patch budget per image when a request gives none (1024: at most 256 image tokens; each image "
+                 "token costs a text token's prefill)")
+      ->check(CLI::Range(4, 16384));
   app.add_option("--chunk-beside-decoders", so.prefill_chunk_beside_decoders,
                  "prefill chunk in tokens while other sessions decode (32)")
       ->check(CLI::PositiveNumber);

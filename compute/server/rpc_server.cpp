@@ -13,6 +13,7 @@
 
 #include "proto/engine.capnp.h"
 #include "shared/chat/render.h"
+#include "shared/image/data_url.h"
 #include "shared/util/error.h"
 
 namespace waste::server {
@@ -42,6 +43,92 @@ constexpr int kMaxUnsentTokens = 64;
 // Hard bounds on request fields, whatever the session allows.
 constexpr uint32_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 256;
+// Images per request, and their encoded bytes together (an RPC message is at most 80 MiB).
+constexpr size_t kMaxImages = 32;
+constexpr uint64_t kMaxImageBytesPerRequest = 64ull << 20;
+// Patches of a request's images together: their pixels wait in memory for the tower (16384
+// patches are 38.5 MB of f32 pixels; a queue full of such requests stays bounded).
+constexpr int64_t kMaxPatchesPerRequest = 16384;
+
+// One image of a request: its encoded file and the field it came from (named in errors).
+struct RequestImage {
+  std::vector<uint8_t> bytes;
+  std::string field;
+};
+
+// Counts the images as they are collected, refusing past the request's bounds.
+void add_image(std::vector<RequestImage>& out, uint64_t& total, std::vector<uint8_t> bytes, std::string field) {
+  if (out.size() >= kMaxImages) throw chat::RequestError(field, "more than " + std::to_string(kMaxImages) + " images in one request");
+  total += bytes.size();
+  if (total > kMaxImageBytesPerRequest)
+    throw chat::RequestError(field, "the request's images are more than " + std::to_string(kMaxImageBytesPerRequest >> 20) + " MiB together");
+  out.push_back({std::move(bytes), std::move(field)});
+}
+
+std::vector<uint8_t> bytes_of(capnp::Data::Reader d) { return {d.begin(), d.end()}; }
+
+// A chat's image parts (the file itself, or a data: URL), in prompt order.
+std::vector<RequestImage> chat_images(capnp::List<proto::ChatMessage>::Reader msgs) {
+  std::vector<RequestImage> out;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < msgs.size(); ++i) {
+    auto parts = msgs[i].getParts();
+    for (uint32_t k = 0; k < parts.size(); ++k) {
+      if (!parts[k].getImage()) continue;
+      std::string field = "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
+      std::vector<uint8_t> bytes = parts[k].getData().size() > 0
+                                       ? bytes_of(parts[k].getData())
+                                       : decode_image_data_url(std::string_view(parts[k].getText().cStr(), parts[k].getText().size()),
+                                                               field + ".image_url", kMaxImageBytesPerRequest);
+      add_image(out, total, std::move(bytes), std::move(field));
+    }
+  }
+  return out;
+}
+
+// Decodes and fits every image to its patch grid (cheap beside the tower, which runs later on
+// the vision thread). A model without a tower refuses, naming the first image.
+std::vector<PreparedImage> prepare_images(EngineService& svc, const std::vector<RequestImage>& images, uint32_t patches) {
+  std::vector<PreparedImage> out;
+  if (images.empty()) return out;
+  if (!svc.vision().available())
+    throw chat::RequestError(images[0].field, "this model has no vision tower: it takes no images");
+  const int budget = patches ? int(std::min<uint32_t>(patches, 1u << 20)) : svc.image_patches();
+  try {
+    svc.vision().patch_budget(budget);
+  } catch (const Error& e) {
+    throw chat::RequestError("image_patches", e.what());
+  }
+  int64_t total_patches = 0;
+  for (const RequestImage& im : images) {
+    try {
+      out.push_back(svc.vision().prepare(im.bytes, im.field, budget));
+    } catch (const chat::RequestError&) {
+      throw;
+    } catch (const Error& e) {
+      throw chat::RequestError(im.field, e.what());  // a bad image is the client's: 400 naming it
+    }
+    total_patches += int64_t(out.back().grid.h_patches) * out.back().grid.w_patches;
+    if (total_patches > kMaxPatchesPerRequest)
+      throw chat::RequestError(im.field, "the request's images take more than " + std::to_string(kMaxPatchesPerRequest) +
+                                             " patches together (lower image_patches or send fewer images)");
+  }
+  return out;
+}
+
+// Expands the placeholders of `ids` for `images` (their runs in prompt order).
+PromptImages expand_prompt(EngineService& svc, std::vector<int32_t>& ids, std::vector<PreparedImage> images,
+                           const std::string& field) {
+  PromptImages out;
+  if (images.empty() && !svc.vision().available()) return out;
+  std::vector<int64_t> counts;
+  for (const PreparedImage& im : images) counts.push_back(im.tokens());
+  MediaPrompt m = expand_media(ids, int32_t(svc.vision().placeholder_id()), counts, field);
+  ids = std::move(m.ids);
+  out.runs = std::move(m.images);
+  out.images = std::move(images);
+  return out;
+}
 
 class SinkPump;
 using PumpRegistry = std::map<uint64_t, SinkPump*>;  // main thread only
@@ -352,6 +439,16 @@ class SessionImpl final : public proto::Session::Server {
       std::vector<int32_t> prompt;
       std::optional<chat::ChatRequest> chat;
       auto p = req.getPrompt();
+      std::vector<RequestImage> images;
+      if (req.getImages().size() > 0) {
+        if (p.which() != proto::GenerateRequest::Prompt::TOKENS)
+          throw chat::RequestError("images", "only a token prompt takes `images` (a chat carries them in its messages)");
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < req.getImages().size(); ++i)
+          add_image(images, total, bytes_of(req.getImages()[i]), "images[" + std::to_string(i) + "]");
+      }
+      if (p.which() == proto::GenerateRequest::Prompt::CHAT) images = chat_images(p.getChat());
+      std::vector<PreparedImage> prepared = prepare_images(svc, images, req.getImagePatches());
       switch (p.which()) {
         case proto::GenerateRequest::Prompt::TEXT: {
           auto t = p.getText();
@@ -369,12 +466,18 @@ class SessionImpl final : public proto::Session::Server {
           const tok::Tokenizer& tk = need_tokenizer(svc);
           chat = chat_request_of(p.getChat(), req.getChatOptions());
           require(!chat->messages.empty(), "chat: no messages");
+          if (!prepared.empty()) {
+            // Each image part renders as its media markup, whose one placeholder expands below.
+            chat->image_prompts.emplace();
+            for (const PreparedImage& im : prepared) chat->image_prompts->push_back(im.prompt_markup());
+          }
           // A continuing session already holds the conversation: no second default system message, no BOS.
           const auto ids = chat::encode_prompt(tk, *chat, svc.position(id_) != 0);
           prompt.assign(ids.begin(), ids.end());
           break;
         }
       }
+      PromptImages prompt_images = expand_prompt(svc, prompt, std::move(prepared), images.empty() ? "images" : images[0].field);
       SamplingParams sp = sampling_of(req);
       ReplyOptions ro = reply_options(svc, chat ? &*chat : nullptr, req, id_);
       auto cancel = std::make_shared<std::atomic<bool>>(false);
@@ -397,7 +500,8 @@ class SessionImpl final : public proto::Session::Server {
       };
       cb.backed_up = [unsent = pump->unsent()] { return unsent->load() > kMaxUnsentTokens; };
       cb.done = [fulfiller](GenerateOutcome o) { (*fulfiller)->fulfill(kj::mv(o)); };
-      svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb), req.getCacheScope().cStr());
+      svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb), req.getCacheScope().cStr(),
+                   std::move(prompt_images));
 
       SinkPump* raw = pump.get();
       return paf.promise
@@ -415,6 +519,8 @@ class SessionImpl final : public proto::Session::Server {
               s.setMisses(o.experts.misses);
               s.setToolCalls(o.tool_calls);
               s.setCachedTokens(uint64_t(o.cached_tokens));
+              s.setImageTokens(uint64_t(o.image_tokens));
+              s.setImageSeconds(o.image_seconds);
               s.setBytesRead(o.experts.bytes_read);
               s.setStopReason(raw->failed() ? "cancelled" : o.stop_reason);
             });
@@ -483,17 +589,34 @@ class SessionImpl final : public proto::Session::Server {
   // Logits on a fresh state (EngineService::eval), run on the worker between rounds.
   kj::Promise<void> eval(EvalContext ctx) override {
     return guarded([&]() -> kj::Promise<void> {
-      auto tokens = ctx.getParams().getTokens();
+      auto params = ctx.getParams();
+      auto tokens = params.getTokens();
       std::vector<int32_t> ids;
       ids.reserve(tokens.size());
       for (int32_t id : tokens) ids.push_back(id);
+      std::vector<RequestImage> images;
+      uint64_t total = 0;
+      for (uint32_t i = 0; i < params.getImages().size(); ++i)
+        add_image(images, total, bytes_of(params.getImages()[i]), "images[" + std::to_string(i) + "]");
+      PromptImages prompt_images;
+      std::vector<float> pad_rows;
+      if (params.getPadEmbeddings().size() > 0) {
+        require(images.empty(), "eval: give images or padEmbeddings, not both");
+        auto d = params.getPadEmbeddings();
+        require(d.size() % sizeof(float) == 0, "eval: padEmbeddings is not a whole number of f32");
+        pad_rows.resize(d.size() / sizeof(float));
+        std::memcpy(pad_rows.data(), d.begin(), d.size());
+      } else {
+        prompt_images = expand_prompt(st_.service, ids, prepare_images(st_.service, images, params.getImagePatches()), "images");
+      }
       using Reply = std::pair<std::string, std::vector<float>>;
       auto paf = kj::newPromiseAndCrossThreadFulfiller<Reply>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Reply>>>(kj::mv(paf.fulfiller));
-      st_.service.eval(id_, std::move(ids), ctx.getParams().getStepwise(),
+      st_.service.eval(id_, std::move(ids), params.getStepwise(),
                        [f](std::string err, std::vector<float> logits) {
                          (*f)->fulfill(std::make_pair(std::move(err), std::move(logits)));
-                       });
+                       },
+                       std::move(prompt_images), std::move(pad_rows));
       const uint32_t vocab = uint32_t(st_.service.config().vocab);
       return paf.promise.then([ctx, vocab](Reply r) mutable -> kj::Promise<void> {
         if (!r.first.empty()) return failure(r.first);
@@ -567,6 +690,8 @@ class EngineImpl final : public proto::Engine::Server {
       const tok::Tokenizer* tk = svc.tokenizer();
       i.setHasTokenizer(tk != nullptr);
       i.setChatFormat(tk ? tok::chat_format_name(tk->config().chat_format) : "none");
+      i.setVision(svc.vision().available());
+      i.setImagePatches(uint32_t(svc.image_patches()));
       return kj::READY_NOW;
     });
   }

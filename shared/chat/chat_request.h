@@ -5,6 +5,7 @@
 // checked once here: every field either is understood or is an error naming it.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,8 @@ class RequestError : public Error {
 
 struct ContentPart {
   enum class Kind { Text, Image } kind = Kind::Text;
-  std::string text;  // Text: the text; Image: the image reference (URL or data URL), for vision
+  std::string text;  // Text: the text; Image: the image reference (a data: URL) when `data` is empty
+  std::vector<uint8_t> data;  // Image: the encoded file itself (a CLI's --image), sent as is
 };
 
 struct ToolCall {

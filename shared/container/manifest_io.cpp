@@ -60,6 +60,9 @@ std::vector<uint8_t> encode_manifest(const ManifestData& m) {
   root.setTokenizerFile(m.tokenizer_file);
   root.setTokenizerConfigFile(m.tokenizer_config_file);
   root.setSynthetic(m.synthetic);
+  // Left null when there is no vision tower: reads back as "", as in containers written
+  // before the field existed.
+  if (!m.preprocessor_config_json.empty()) root.setPreprocessorConfigJson(m.preprocessor_config_json);
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
@@ -127,6 +130,8 @@ ManifestData decode_manifest(const std::vector<uint8_t>& bytes, const std::strin
     m.tokenizer_file = root.getTokenizerFile();
     m.tokenizer_config_file = root.getTokenizerConfigFile();
     m.synthetic = root.getSynthetic();
+    // Absent in containers written before the field existed: reads as "" (no vision).
+    m.preprocessor_config_json = root.getPreprocessorConfigJson();
   } catch (const kj::Exception& e) {
     throw Error(source + ": damaged manifest: " + std::string(e.getDescription().cStr()));
   }

@@ -23,6 +23,7 @@ struct ManifestData {
   uint64_t codebooks_bytes = 0;
   std::string tokenizer_file, tokenizer_config_file;
   bool synthetic = false;
+  std::string preprocessor_config_json;  // "" when the container has no vision tower
 };
 
 constexpr uint64_t kMaxManifestBytes = 256ull << 20;

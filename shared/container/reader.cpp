@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "shared/container/manifest_io.h"
+#include "shared/container/vision_check.h"
 #include "shared/model/tensors.h"
 #include "shared/util/error.h"
 #include "shared/util/large_alloc.h"
@@ -127,6 +128,12 @@ Container Container::open(const std::string& dir_in) {
     bool ok = spec.padded ? (t->shape.size() == 1 && t->shape[0] >= spec.min_len) : t->shape == spec.shape;
     require(ok, manifest_path + ": tensor " + spec.name + " has a shape the config does not allow");
   }
+  // The vision tower and projector: all or none, shapes from vision_config, and the
+  // preprocessor config that goes with them.
+  const VisionCheck vision = check_vision(c.tensors_, m.config_json, m.preprocessor_config_json, manifest_path);
+  c.has_vision_ = vision.has_vision;
+  c.vision_bytes_ = vision.bytes;
+  c.preprocessor_config_json_ = m.preprocessor_config_json;
 
   // Expert banks: one per MoE layer, sizes and layouts recomputed from the config.
   c.layer_index_.assign(size_t(c.config_.n_layers), -1);
@@ -211,12 +218,14 @@ void Container::read_record(int layer, uint32_t expert, uint8_t* dst, bool verif
 }
 
 Trunk::Trunk(const Container& c, const std::vector<std::string>& skip, bool verify_checksums,
-             void (*progress)(uint64_t, uint64_t))
-    : container_(&c) {
+             void (*progress)(uint64_t, uint64_t), TrunkPart part)
+    : container_(&c), part_(part) {
+  require(part == TrunkPart::Text || c.has_vision(), c.dir() + ": the container has no vision tower to load");
   const auto& tensors = c.tensors();
   offset_in_blob_.assign(tensors.size(), -1);
   uint64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
+    if (is_vision_tensor(tensors[i].name) != (part == TrunkPart::Vision)) continue;
     if (std::find(skip.begin(), skip.end(), tensors[i].name) != skip.end()) continue;
     offset_in_blob_[i] = int64_t(total);
     total = round_up(total + tensors[i].bytes, kTensorAlign);
@@ -226,7 +235,10 @@ Trunk::Trunk(const Container& c, const std::vector<std::string>& skip, bool veri
   require(p != nullptr, c.trunk_path() + ": cannot allocate " + std::to_string(total) + " bytes for the trunk");
   blob_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
   const File& f = c.trunk_file();
-  uint64_t done = 0;
+  // Progress in stored bytes of this part (what a caller sizing its bar can sum too).
+  uint64_t done = 0, to_load = 0;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (offset_in_blob_[i] >= 0) to_load += tensors[i].bytes;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (offset_in_blob_[i] < 0) continue;
     const TensorInfo& t = tensors[i];
@@ -235,7 +247,7 @@ Trunk::Trunk(const Container& c, const std::vector<std::string>& skip, bool veri
     if (verify_checksums)
       require(checksum64(dst, t.bytes) == t.checksum, c.trunk_path() + ": tensor " + t.name + " is damaged (checksum)");
     done += t.bytes;
-    if (progress) progress(done, total);
+    if (progress) progress(done, to_load);
   }
 }
 
@@ -250,6 +262,10 @@ const void* Trunk::data(const std::string& name) const {
   const auto& tensors = container_->tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].name != name) continue;
+    if (offset_in_blob_[i] < 0 && is_vision_tensor(name) != (part_ == TrunkPart::Vision))
+      throw Error("tensor " + name +
+                  (part_ == TrunkPart::Text ? " belongs to the vision tower, which the text trunk does not load"
+                                            : " belongs to the text model, which the vision trunk does not load"));
     require(offset_in_blob_[i] >= 0, "tensor " + name + " is not resident (it stays on disk)");
     return blob_.get() + offset_in_blob_[i];
   }

@@ -1,5 +1,8 @@
 // Opens a .waste container: reads and validates the manifest (every size and offset against
 // the files on disk and the config), and gives the trunk tensors, expert layers and codebooks.
+// A K3 container may also hold the vision tower and projector (trunk tensors named
+// vision_tower.* / mm_projector.*) and the release's preprocessor_config.json; the text model
+// never loads them (Trunk with TrunkPart::Text), the vision encoder loads them on first use.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -48,6 +51,16 @@ class Container {
   uint64_t container_id() const { return container_id_; }
   bool synthetic() const { return synthetic_; }
 
+  // True when config.json has a vision_config and the manifest holds the vision tower's and
+  // projector's tensors (open() checked them all against it, and that the preprocessor config
+  // parses). A container converted with --vision none, or written before vision existed, has
+  // none.
+  bool has_vision() const { return has_vision_; }
+  // The release's preprocessor_config.json, verbatim; "" without a vision tower.
+  const std::string& preprocessor_config_json() const { return preprocessor_config_json_; }
+  // Stored bytes of the vision tensors in trunk.bin (0 without a vision tower).
+  uint64_t vision_bytes() const { return vision_bytes_; }
+
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(const std::string& name) const;
   const TensorInfo& tensor(const std::string& name) const;  // throws naming the tensor
@@ -72,9 +85,10 @@ class Container {
 
  private:
   std::string dir_, config_json_, created_by_, trunk_file_, codebooks_file_, tokenizer_file_, tokenizer_config_file_;
+  std::string preprocessor_config_json_;
   ModelConfig config_;
-  uint64_t container_id_ = 0, trunk_bytes_ = 0, codebooks_bytes_ = 0;
-  bool synthetic_ = false;
+  uint64_t container_id_ = 0, trunk_bytes_ = 0, codebooks_bytes_ = 0, vision_bytes_ = 0;
+  bool synthetic_ = false, has_vision_ = false;
   std::vector<TensorInfo> tensors_;
   std::vector<ExpertLayerInfo> layers_;
   std::vector<int> layer_index_;  // decoder layer -> index in layers_, or -1
@@ -84,23 +98,32 @@ class Container {
   std::vector<std::shared_ptr<const File>> bank_files_;
 };
 
-// The trunk in RAM: every tensor except those named in `skip` (the embedding table stays on
-// disk and is read a row per token). Memory is 64-byte aligned. Keeps a pointer to the
+// Which tensors a Trunk loads: the text model's (every trunk tensor but the vision tower's and
+// projector's), or the vision tower's and projector's alone (vision_tensor_specs). The two are
+// loaded apart so that a text-only session never pays for the tower: it is loaded when the
+// first image arrives.
+enum class TrunkPart { Text, Vision };
+
+// The trunk in RAM: every tensor of `part` except those named in `skip` (the embedding table
+// stays on disk and is read a row per token). Memory is 64-byte aligned. Keeps a pointer to the
 // Container (for tensor names and shapes): the Container must outlive the Trunk.
 class Trunk {
  public:
-  // progress(bytes_done, bytes_total) is called while loading (for a progress bar).
+  // progress(bytes_done, bytes_total) is called while loading (for a progress bar); the total
+  // counts only `part`. TrunkPart::Vision needs a container with has_vision().
   Trunk(const Container& c, const std::vector<std::string>& skip, bool verify_checksums,
-        void (*progress)(uint64_t, uint64_t) = nullptr);
+        void (*progress)(uint64_t, uint64_t) = nullptr, TrunkPart part = TrunkPart::Text);
   const TensorInfo& info(const std::string& name) const { return container_->tensor(name); }
-  bool has(const std::string& name) const;
-  const void* data(const std::string& name) const;  // throws if absent or skipped
+  TrunkPart part() const { return part_; }
+  bool has(const std::string& name) const;          // in the container and loaded by this trunk
+  const void* data(const std::string& name) const;  // throws if absent, skipped or of the other part
   MatrixView matrix(const std::string& name) const;  // 2-D view (dims past the first flattened)
   const float* f32(const std::string& name) const;   // F32 tensors only (norms, biases, router)
-  uint64_t resident_bytes() const { return resident_; }
+  uint64_t resident_bytes() const { return resident_; }  // of the loaded part only
 
  private:
   const Container* container_;
+  TrunkPart part_ = TrunkPart::Text;
   std::shared_ptr<uint8_t> blob_;
   std::vector<int64_t> offset_in_blob_;  // per tensor, -1 when skipped
   uint64_t resident_ = 0;

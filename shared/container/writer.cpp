@@ -9,6 +9,7 @@
 
 #include "shared/container/manifest_io.h"
 #include "shared/kernels/quantize.h"
+#include "shared/model/preprocessor_config.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 
@@ -59,6 +60,7 @@ struct ContainerWriter::State {
   std::vector<float> codebooks;
   std::vector<uint8_t> record;  // one record: header + payload + zero padding
   bool tokenizer_set = false;
+  std::string preprocessor_config_json;
 
   std::string path(const std::string& name) const { return dir + "/" + name; }
   std::string marker(const std::string& name) const { return progress_dir + "/" + name; }
@@ -211,6 +213,11 @@ void ContainerWriter::set_tokenizer(const std::string& ranks_text, const std::st
   s_->tokenizer_set = true;
 }
 
+void ContainerWriter::set_preprocessor_config(const std::string& text) {
+  PreprocessorConfig::from_json(text, s_->dir + " (preprocessor config)");
+  s_->preprocessor_config_json = text;
+}
+
 void ContainerWriter::finish() {
   require(s_->layer < 0 && !s_->in_trunk, "finish with a layer or the trunk still open");
   ManifestData m;
@@ -219,6 +226,7 @@ void ContainerWriter::finish() {
   m.tensor_prefix = s_->config.tensor_prefix;
   m.created_by = s_->options.created_by;
   m.synthetic = s_->options.synthetic;
+  m.preprocessor_config_json = s_->preprocessor_config_json;
   require(trunk_done(), s_->dir + ": the trunk was not written");
   json trunk = json::parse(read_file_text(s_->marker("trunk.json"), 256 << 20));
   m.trunk_bytes = trunk.at("bytes").get<uint64_t>();
@@ -260,6 +268,9 @@ void ContainerWriter::finish() {
     m.tokenizer_file = "tokenizer.model";
     m.tokenizer_config_file = path_exists(s_->path("tokenizer_config.json")) ? "tokenizer_config.json" : "";
   }
+  // Only when present, so containers without vision keep the ids they always had.
+  if (!m.preprocessor_config_json.empty())
+    id ^= checksum64(m.preprocessor_config_json.data(), m.preprocessor_config_json.size()) + (id << 6) + (id >> 2);
   // Deterministic identity: the same inputs give the same id (and byte-identical manifests).
   m.container_id = id;
   std::vector<uint8_t> bytes = encode_manifest(m);

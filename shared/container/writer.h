@@ -59,6 +59,9 @@ class ContainerWriter {
   // --- tokenizer and finish --------------------------------------------------------------
   // Copies a tiktoken rank file and a tokenizer_config.json (WASTE's schema, see FORMAT.md).
   void set_tokenizer(const std::string& ranks_text, const std::string& tokenizer_config_json);
+  // The release's preprocessor_config.json for a container with a vision tower (the vision
+  // tensors go into the trunk under their release names). Must parse as a PreprocessorConfig.
+  void set_preprocessor_config(const std::string& preprocessor_config_json);
   // Writes codebooks.bin and manifest. Throws if the trunk or any MoE layer is missing.
   void finish();
 

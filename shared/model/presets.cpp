@@ -60,9 +60,17 @@ json kimi_k3(int layers) {
       {"bos_token_id", 163584}, {"eos_token_id", 163586}, {"pad_token_id", 163839}};
   // Released: MLA at every 4th layer and the last (93), 1-based.
   set_kimi_layers(text, layers, [layers](int l) { return l % 4 == 0 || (layers == 93 && l == 93); });
+  // The release's MoonViT tower (MODELS.md 6.1): 1024 wide, 27 blocks of 12 x 128 heads, MLP
+  // 4096, a learned 64 x 64 position grid, 2 x 2 merge into a 4096 -> 4096 -> 7168 projector.
+  json vision = {{"init_pos_emb_height", 64}, {"init_pos_emb_time", 4}, {"init_pos_emb_width", 64},
+                 {"merge_kernel_size", {2, 2}}, {"merge_type", "sd2_tpool"}, {"mlp_type", "mlp2"},
+                 {"mm_projector_type", "patchmergerv2"}, {"patch_size", 14}, {"pos_emb_interpolation_mode", "bilinear"},
+                 {"projector_hidden_act", "gelu"}, {"projector_ln_eps", 1e-05}, {"qkv_hidden_size", 1536},
+                 {"text_hidden_size", 7168}, {"vt_hidden_size", 1024}, {"vt_intermediate_size", 4096},
+                 {"vt_num_attention_heads", 12}, {"vt_num_hidden_layers", 27}};
   return {{"architectures", {"KimiK3ForConditionalGeneration"}}, {"model_type", "kimi_k3"},
           {"bos_token_id", 163584}, {"eos_token_id", 163586}, {"media_placeholder_token_id", 163605},
-          {"tie_word_embeddings", false}, {"text_config", text}};
+          {"tie_word_embeddings", false}, {"text_config", text}, {"vision_config", vision}};
 }
 
 json kimi_k2(int layers) {
@@ -114,6 +122,20 @@ json tiny(const std::string& family) {
     if (t.contains(k)) t[k] = 4096 - 256 + (t[k].get<int>() - 163584);
     if (c.contains(k)) c[k] = t.value(k, 0);
   }
+  // <|media_pad|> moves with the specials, so it stays the tokenizer's own id.
+  if (c.contains("media_placeholder_token_id"))
+    c["media_placeholder_token_id"] = 4096 - 256 + (c["media_placeholder_token_id"].get<int>() - 163584);
+  if (c.contains("vision_config")) {
+    // The vision fixture's small tower (shared/vision/kimi-k3): qkv 96 != hidden 64 as in the
+    // release, the release's 64 x 64 position grid; its projector feeds the tiny hidden size.
+    json& v = c["vision_config"];
+    v["vt_hidden_size"] = 64;
+    v["vt_num_hidden_layers"] = 2;
+    v["vt_num_attention_heads"] = 4;
+    v["qkv_hidden_size"] = 96;
+    v["vt_intermediate_size"] = 128;
+    v["text_hidden_size"] = t["hidden_size"];
+  }
   return c;
 }
 
@@ -156,7 +178,11 @@ std::string preset_config_json(const std::string& name, const PresetOverrides& o
       t["topk_group"] = 1;
     }
   }
-  if (o.hidden > 0) t["hidden_size"] = o.hidden;
+  if (o.hidden > 0) {
+    t["hidden_size"] = o.hidden;
+    // The projector's output is a row of the text model's input.
+    if (c.contains("vision_config")) c["vision_config"]["text_hidden_size"] = o.hidden;
+  }
   if (o.moe_intermediate > 0) t["moe_intermediate_size"] = o.moe_intermediate;
   if (o.vocab > 0) {
     // Special ids sit at the top of the vocabulary: move them with it.

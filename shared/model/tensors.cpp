@@ -1,5 +1,7 @@
 #include "shared/model/tensors.h"
 
+#include "shared/model/vision_config.h"
+
 namespace waste {
 
 uint64_t TensorSpec::elements() const {
@@ -109,6 +111,33 @@ std::vector<TensorSpec> trunk_tensor_specs(const ModelConfig& c) {
   }
   b.add("lm_head.weight", {U(c.vocab), D}, TensorRole::Head);
   return out;
+}
+
+std::vector<TensorSpec> vision_tensor_specs(const VisionConfig& v) {
+  std::vector<TensorSpec> out;
+  Builder b{out};
+  const U D = U(v.hidden), Q = U(v.qkv_hidden), I = U(v.intermediate), P = U(v.patch_size);
+  const U M = U(v.merged_width()), T = U(v.text_hidden);
+  b.add("vision_tower.patch_embed.proj.weight", {D, 3, P, P}, TensorRole::Matrix);
+  b.add("vision_tower.patch_embed.pos_emb.weight", {U(v.pos_emb_height), U(v.pos_emb_width), D}, TensorRole::Vector);
+  for (int l = 0; l < v.n_layers; ++l) {
+    const std::string p = "vision_tower.encoder.blocks." + std::to_string(l) + ".";
+    b.vec(p + "norm0.weight", D);
+    b.mat(p + "wqkv", 3 * Q, D);  // rows [q | k | v][head][head_dim]
+    b.mat(p + "wo", D, Q);
+    b.vec(p + "norm1.weight", D);
+    b.mat(p + "mlp.fc0", I, D);
+    b.mat(p + "mlp.fc1", D, I);
+  }
+  b.vec("vision_tower.encoder.final_layernorm.weight", D);
+  b.mat("mm_projector.proj.0", M, M);
+  b.mat("mm_projector.proj.2", T, M);
+  b.vec("mm_projector.post_norm.weight", T);
+  return out;
+}
+
+bool is_vision_tensor(std::string_view name) {
+  return name.starts_with("vision_tower.") || name.starts_with("mm_projector.");
 }
 
 ExpertNames expert_tensor_names(const ModelConfig& c, int layer, int expert) {

@@ -4,11 +4,14 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shared/model/config.h"
 
 namespace waste {
+
+struct VisionConfig;
 
 // What a tensor is for decides how it is stored by default (docs/FORMAT.md).
 enum class TensorRole {
@@ -31,6 +34,17 @@ struct TensorSpec {
 
 // Every non-routed tensor of the text model, in a stable order (layer by layer).
 std::vector<TensorSpec> trunk_tensor_specs(const ModelConfig& c);
+
+// The K3 vision tower's and projector's tensors: 165 `vision_tower.*` (patch embedding, position
+// grid, 6 per block, final norm) and 3 `mm_projector.*`, under their release names, which carry
+// no tensor prefix. Matrices (patch_embed.proj [D, 3, p, p], used as [D, 3 p p]; wqkv, wo, fc0,
+// fc1, proj.0, proj.2) have role Matrix; the norms and the learned position grid [H0, W0, D]
+// have role Vector (stored f32: the grid is interpolated, not multiplied, and 4-bit storage
+// lost 12.6% of it in the original engine). Order: as the release lists them.
+std::vector<TensorSpec> vision_tensor_specs(const VisionConfig& v);
+// True for a name of the vision tower or projector ("vision_tower." or "mm_projector." first):
+// those tensors are not part of the text trunk.
+bool is_vision_tensor(std::string_view release_name);
 
 // Release names of a routed expert's gate, up and down weights (K2: experts.E.{gate,up,down}_proj;
 // Kimi-Linear/K3: experts.E.{w1,w3,w2}), without prefix and without the ".weight" suffix.

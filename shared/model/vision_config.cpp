@@ -13,7 +13,7 @@ using nlohmann::json;
 namespace {
 
 // Bounds on every size, so that a corrupt config cannot ask for absurd allocations. The
-// release is 1024 hidden, 16 heads, 1536 qkv, 4096 MLP, 27 layers, a 64 x 64 grid.
+// release is 1024 hidden, 12 heads, 1536 qkv, 4096 MLP, 27 layers, a 64 x 64 grid.
 constexpr int64_t kMaxWidth = 1 << 16;
 constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxLayers = 1024;

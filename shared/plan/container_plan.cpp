@@ -5,6 +5,7 @@
 
 #include "shared/container/reader.h"
 #include "shared/model/tensors.h"
+#include "shared/model/vision_config.h"
 #include "shared/util/error.h"
 
 namespace waste::plan {
@@ -17,14 +18,24 @@ PlanRequest plan_request_of_container(const std::string& dir) {
   for (const TensorSpec& s : trunk_tensor_specs(r.config))
     if (s.role == TensorRole::Embedding) embedding.push_back(s.name);
   for (const TensorInfo& t : c.tensors()) {
-    bool skip = false;
+    // The vision tower is counted apart (count_vision): it is loaded only once an image is used.
+    bool skip = is_vision_tensor(t.name);
     for (const std::string& e : embedding) skip |= t.name == e || t.name == r.config.tensor_prefix + e;
     if (!skip) r.trunk_bytes += t.bytes;
   }
   r.trunk_source = "manifest";
+  count_vision(c, r);
   for (const ExpertLayerInfo& l : c.expert_layers()) r.record_stride = std::max(r.record_stride, l.layout.stride);
   require(r.record_stride > 0, dir + ": the container has no expert layers");
   return r;
+}
+
+void count_vision(const Container& c, PlanRequest& r) {
+  if (!c.has_vision()) return;
+  const VisionConfig v = VisionConfig::from_json(c.config_json(), c.dir() + " (config)");
+  r.vision_weight_bytes = c.vision_bytes();
+  r.vision_activation_bytes = vision_activation_bytes(v, kDefaultVisionPatches);
+  r.vision_source = "manifest";
 }
 
 }  // namespace waste::plan

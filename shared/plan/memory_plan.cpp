@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "shared/model/vision_config.h"
 #include "shared/util/error.h"
 
 namespace waste::plan {
@@ -36,13 +37,31 @@ uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions
   return kFixedScratchBytes + per_session * sessions;
 }
 
+uint64_t vision_activation_bytes(const VisionConfig& v, uint64_t patches) {
+  const uint64_t L = patches, D = uint64_t(v.hidden), Q = uint64_t(v.qkv_hidden), I = uint64_t(v.intermediate);
+  const uint64_t hd = uint64_t(v.head_dim), QB = std::min<uint64_t>(L, 256);
+  const uint64_t merge = uint64_t(std::max(1, v.merge_h * v.merge_w));
+  const uint64_t floats = L * uint64_t(v.patch_values())  // pixels
+                          + 4 * L * D                      // x, y, z, position grid
+                          + L * 3 * Q + L * Q + L * I      // qkv, attention output, MLP
+                          + 4 * L * hd                     // q, k, v^T of one head; RoPE cos + sin
+                          + QB * L + QB * hd               // one query block's scores and output
+                          + L / merge * uint64_t(v.text_hidden);  // the image's rows
+  // The int8 activations of the largest product input the quantized kernels see (a buffer of
+  // the calling thread, kept at its largest; matvec_int8.h): one byte per value plus an f32
+  // group scale, unit scale and unit sum per 32 values. The tower's products read L rows of
+  // at most the widest of 3 p p, D, Q and I; the projector's L / 4 rows of 4 D are no more.
+  const uint64_t widest = std::max<uint64_t>({uint64_t(v.patch_values()), D, Q, I});
+  return floats * 4 + L * widest * 11 / 8;
+}
+
 namespace {
 
 std::string breakdown(const MemoryPlan& p) {
   return "trunk " + format_bytes(p.trunk) + " + session state " + format_bytes(p.session_state) + " + scratch " +
          format_bytes(p.scratch) + " + experts in flight " + format_bytes(p.experts_in_flight) + " + prompt cache " +
-         format_bytes(p.prompt_cache) + " = floor " +
-         format_bytes(p.floor);
+         format_bytes(p.prompt_cache) + (p.vision > 0 ? " + vision " + format_bytes(p.vision) : std::string()) +
+         " = floor " + format_bytes(p.floor);
 }
 
 }  // namespace
@@ -65,7 +84,11 @@ MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
   p.record_stride = r.record_stride;
   p.experts_in_flight = uint64_t(c.top_k) * r.record_stride;
   p.prompt_cache = r.prompt_cache ? *r.prompt_cache : default_prompt_cache_bytes(c, r.context);
-  p.floor = p.trunk + p.session_state + p.scratch + p.experts_in_flight + p.prompt_cache;
+  p.vision_weights = r.vision_weight_bytes;
+  p.vision_activations = r.vision_activation_bytes;
+  p.vision = p.vision_weights + p.vision_activations;
+  p.vision_source = r.vision_source;
+  p.floor = p.trunk + p.session_state + p.scratch + p.experts_in_flight + p.prompt_cache + p.vision;
   p.working_set_records = uint64_t(c.n_moe_layers()) * uint64_t(c.top_k);
   p.working_set_bytes = p.working_set_records * r.record_stride;
 

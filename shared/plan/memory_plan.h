@@ -17,6 +17,10 @@
 //          + prompt cache    checkpoints of session states (compute/server/prompt_cache.h);
 //                            default: two full-context session states (the turn a conversation
 //                            is at and the one before it), at least kMinPromptCacheBytes.
+//          + vision          K3 containers with a vision tower: its stored weights (loaded once
+//                            an image is used, then kept) and the tower's activations for one
+//                            image at the default budget of kDefaultVisionPatches patches
+//                            (vision_activation_bytes); 0 without a tower.
 //   working set (per token) = MoE layers x top_k x record stride.
 //   default cache = the largest whole number of working sets, 3, 2 or 1, such that floor + cache
 //          stays under 7/8 of usable RAM (the rest is for the OS page cache: an expert cache the
@@ -29,6 +33,10 @@
 
 #include "shared/model/config.h"
 #include "shared/plan/usable_memory.h"
+
+namespace waste {
+struct VisionConfig;
+}
 
 namespace waste::plan {
 
@@ -46,6 +54,20 @@ constexpr uint64_t kMinPromptCacheBytes = 64ull << 20;
 uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context);
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions);
 
+// The per-image patch budget the vision encoder uses by default (256 image tokens).
+constexpr uint64_t kDefaultVisionPatches = 1024;
+// Bytes the vision tower and projector hold while encoding one image of `patches` patches
+// (compute/model/vision_tower.cpp, mm_projector.cpp), all f32: the pixels [L, 3 p p]; the
+// residual x, its norm y, the block output z and the interpolated position grid [L, D] each;
+// qkv [L, 3 Q]; the attention output [L, Q]; the MLP [L, I]; one head's q, k and v^T
+// [L, head_dim] each and the RoPE tables [L, head_dim]; the scores of one block of at most 256
+// queries [min(L, 256), L] and their output; plus the int8 copy of the widest product's input
+// the quantized kernels keep (L x widest x 1.375 bytes: values and per-32 scales and sums) and
+// the image's rows for the prompt [L / merge, text_hidden]. The projector's own buffers
+// ([L / merge, 4 D] twice) come after the tower's are freed and are smaller. Weights are not
+// included (PlanRequest::vision_weight_bytes).
+uint64_t vision_activation_bytes(const VisionConfig& v, uint64_t patches = kDefaultVisionPatches);
+
 struct PlanRequest {
   ModelConfig config;
   uint64_t trunk_bytes = 0;     // resident trunk (embedding excluded)
@@ -55,10 +77,16 @@ struct PlanRequest {
   uint32_t sessions = 1;
   std::optional<uint64_t> budget;  // total bytes; nullopt = auto
   std::optional<uint64_t> prompt_cache;  // bytes; nullopt = default_prompt_cache_bytes
+  uint64_t vision_weight_bytes = 0;      // stored vision tower + projector (0: no tower)
+  uint64_t vision_activation_bytes = 0;  // vision_activation_bytes() at the default budget
+  std::string vision_source;             // "manifest" or an estimate's description
 };
 
 struct MemoryPlan {
   uint64_t trunk = 0, session_state = 0, scratch = 0, experts_in_flight = 0, prompt_cache = 0, floor = 0;
+  uint64_t vision = 0;  // vision_weights + vision_activations, part of the floor (0: no tower)
+  uint64_t vision_weights = 0, vision_activations = 0;
+  std::string vision_source;
   uint64_t record_stride = 0, working_set_records = 0, working_set_bytes = 0;
   uint64_t cache = 0, total = 0;
   uint64_t slots = 0;                 // expert slots in iod's segment (in flight + cache)

@@ -2,11 +2,16 @@
 // and the reader's refusals.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "shared/container/reader.h"
+#include "shared/model/preprocessor_config.h"
+#include "shared/model/tensors.h"
+#include "shared/model/vision_config.h"
 #include "shared/util/error.h"
+#include "shared/util/file.h"
 #include "shared/util/random.h"
 #include "tests/integration/process.h"
 
@@ -130,6 +135,82 @@ TEST_CASE("the reader refuses damaged containers with errors that name the probl
   }
 }
 
+TEST_CASE("synth tiny-k3 writes a vision tower that opens, loads apart, and info and plan describe") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "k3", "--preset tiny-k3");
+  const Container c = Container::open(dir);
+  REQUIRE(c.has_vision());
+  const VisionConfig v = VisionConfig::from_json(c.config_json(), "tiny-k3");
+  CHECK_EQ(v.text_hidden, c.config().hidden);  // the projector feeds the text model
+  CHECK_EQ(v.n_layers, 2);
+  // The placeholder is the synthetic tokenizer's own <|media_pad|>.
+  const auto tok = nlohmann::json::parse(read_file_text(c.tokenizer_config_path(), 1 << 20));
+  CHECK_EQ(v.media_placeholder_token_id, tok["special_tokens"]["<|media_pad|>"].get<int64_t>());
+  CHECK_LT(v.media_placeholder_token_id, c.config().vocab);
+  const PreprocessorConfig p = PreprocessorConfig::from_json(c.preprocessor_config_json(), "tiny-k3");
+  CHECK(p.image_mean == std::array<float, 3>{0.5f, 0.5f, 0.5f});
+  CHECK(p.image_std == std::array<float, 3>{0.5f, 0.5f, 0.5f});
+  uint64_t bytes = 0;
+  for (const TensorSpec& s : vision_tensor_specs(v)) {
+    CAPTURE(s.name);
+    const TensorInfo& t = c.tensor(s.name);
+    CHECK(t.format == (s.role == TensorRole::Vector ? TensorFormat::F32 : TensorFormat::Q8G));
+    if (t.format == TensorFormat::Q8G) CHECK_EQ(t.group, s.name == "vision_tower.patch_embed.proj.weight" ? 28u : 32u);
+    bytes += t.bytes;
+  }
+  CHECK_EQ(c.vision_bytes(), bytes);
+  // Random weights of unit scale: a norm weight is 1, a matrix row's rms about 1/sqrt(cols).
+  const Trunk vision(c, {}, true, nullptr, TrunkPart::Vision);
+  CHECK_EQ(vision.f32("vision_tower.encoder.blocks.0.norm0.weight")[0], 1.0f);
+  const TensorInfo& fc0 = c.tensor("vision_tower.encoder.blocks.0.mlp.fc0.weight");
+  std::vector<float> row(fc0.cols());
+  read_tensor_row(c, fc0, 0, row.data());
+  double sq = 0;
+  for (float x : row) sq += double(x) * x;
+  CHECK(std::sqrt(sq / double(row.size())) == doctest::Approx(1.0 / std::sqrt(double(row.size()))).epsilon(0.2));
+  const Trunk text(c, {"model.embed_tokens.weight"}, false);
+  CHECK_FALSE(text.has("vision_tower.encoder.final_layernorm.weight"));
+
+  auto info = run_command(waste_bin() + " info --json " + dir);
+  REQUIRE_EQ(info.status, 0);
+  auto j = nlohmann::json::parse(info.output);
+  CHECK_EQ(j["vision"]["layers"], 2);
+  CHECK_EQ(j["vision"]["bytes"], c.vision_bytes());
+  CHECK_EQ(j["vision"]["preprocessor"]["patch_size"], 14);
+  CHECK_EQ(j["trunk"]["file_bytes"], c.trunk_bytes());
+  CHECK_EQ(j["trunk"]["bytes"], c.trunk_bytes() - c.vision_bytes());
+  auto text_info = run_command(waste_bin() + " info " + dir);
+  CHECK_NE(text_info.output.find("vision tower   2 blocks, hidden 64, 4 x 24 heads"), std::string::npos);
+
+  auto plan = run_command(waste_bin() + " plan --json " + dir);
+  INFO(plan.output);
+  REQUIRE_EQ(plan.status, 0);
+  auto pj = nlohmann::json::parse(plan.output);
+  CHECK_EQ(pj["vision"]["weight_bytes"], c.vision_bytes());
+  CHECK_GT(pj["vision"]["activation_bytes"].get<uint64_t>(), 0u);
+  CHECK_EQ(pj["vision_bytes"].get<uint64_t>(),
+           pj["vision"]["weight_bytes"].get<uint64_t>() + pj["vision"]["activation_bytes"].get<uint64_t>());
+  CHECK_EQ(pj["floor_bytes"].get<uint64_t>(),
+           pj["trunk_bytes"].get<uint64_t>() + pj["session_state_bytes"].get<uint64_t>() +
+               pj["scratch_bytes"].get<uint64_t>() + pj["experts_in_flight_bytes"].get<uint64_t>() +
+               pj["prompt_cache_bytes"].get<uint64_t>() + pj["vision_bytes"].get<uint64_t>());
+  CHECK_NE(run_command(waste_bin() + " plan " + dir).output.find("  vision "), std::string::npos);
+
+  // --vision none: the same text model, no tower, nothing counted for it.
+  const std::string none = synth(tmp, "k3-none", "--preset tiny-k3 --vision none");
+  const Container n = Container::open(none);
+  CHECK_FALSE(n.has_vision());
+  CHECK(n.preprocessor_config_json().empty());
+  // The tower sits after the text tensors: they are the same bytes at the same offsets.
+  CHECK_LE(n.trunk_bytes(), c.trunk_bytes() - c.vision_bytes());
+  CHECK_EQ(n.tensor("model.norm.weight").offset, c.tensor("model.norm.weight").offset);
+  CHECK_EQ(n.tensor("model.norm.weight").checksum, c.tensor("model.norm.weight").checksum);
+  auto none_plan = nlohmann::json::parse(run_command(waste_bin() + " plan --json " + none).output);
+  CHECK_EQ(none_plan["vision_bytes"], 0);
+  CHECK_EQ(none_plan["trunk_bytes"], pj["trunk_bytes"]);
+  CHECK(nlohmann::json::parse(run_command(waste_bin() + " info --json " + none).output)["vision"].is_null());
+}
+
 TEST_CASE("CLI errors are clear") {
   auto r = run_command(waste_bin() + " info /nonexistent/x.waste");
   CHECK_EQ(r.status, 1);
@@ -137,4 +218,7 @@ TEST_CASE("CLI errors are clear") {
   r = run_command(waste_bin() + " synth --preset nope --out /tmp/x");
   CHECK_EQ(r.status, 1);
   CHECK_NE(r.output.find("unknown preset"), std::string::npos);
+  r = run_command(waste_bin() + " synth --preset tiny-k3 --vision q4g --out /tmp/x");
+  CHECK_EQ(r.status, 1);
+  CHECK_NE(r.output.find("--vision must be q8g, bf16, f32 or none"), std::string::npos);
 }

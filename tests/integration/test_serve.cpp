@@ -143,8 +143,11 @@ TEST_CASE("serve: streaming chat parsed from curl equals the plain reply; bad in
   check_error(post(base + "/v1/chat/completions", long_req.dump(), tmp.path()), 400, "context_length_exceeded");
   long_req["stream"] = true;
   check_error(post(base + "/v1/chat/completions", long_req.dump(), tmp.path()), 400, "context_length_exceeded");
-  // Oversized body (over the 1 MiB default).
-  std::string huge = "{\"prompt\":\"" + std::string(1200000, 'a') + "\"}";
+  // A prompt's text over its 1 MiB bound, and a body over the 64 MiB default (which leaves room
+  // for a couple of 20 MB images as data: URLs).
+  std::string long_text = "{\"prompt\":\"" + std::string(1200000, 'a') + "\"}";
+  check_error(post(base + "/v1/completions", long_text, tmp.path()), 400, "prompt");
+  std::string huge = "{\"prompt\":\"" + std::string(65u << 20, 'a') + "\"}";
   check_error(post(base + "/v1/completions", huge, tmp.path()), 413);
   check_error(get(base + "/v1/nothing", tmp.path()), 404);
   CHECK(post(base + "/v1/chat/completions", req.dump(), tmp.path()).status == 200);

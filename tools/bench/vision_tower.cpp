@@ -1,14 +1,19 @@
 // Throughput of the Kimi K3 vision tower + projector at the release's width (1024 hidden,
 // 27 blocks, 12 heads x 128, MLP 4096, projector 4096 -> 4096 -> 7168) on random f32 weights,
-// on 1 and 2 threads. One block's weights serve every block (the work is the same; it saves
-// 1.5 GB). Usage: waste-bench-vision [h_patches w_patches [blocks]] (default 32 32 27).
+// on 1 and 2 threads, with the matrices in f32 and in q8g (the converter's default for the
+// tower: int8, an f16 scale per 32 inputs, 28 for the 588-wide patch embedding). One block's
+// weights serve every block (the work is the same; it saves 1.5 GB).
+// Usage: waste-bench-vision [h_patches w_patches [blocks]] (default 32 32 27).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "compute/model/mm_projector.h"
 #include "compute/model/vision_tower.h"
+#include "shared/container/format.h"
+#include "shared/kernels/quantize.h"
 #include "shared/util/random.h"
 #include "shared/util/thread_pool.h"
 
@@ -29,6 +34,21 @@ MatrixView view(const std::vector<float>& v, int64_t rows, int64_t cols) {
   m.rows = rows;
   m.cols = cols;
   m.data = v.data();
+  return m;
+}
+
+// The matrix in q8g, kept alive in `store`.
+MatrixView q8g(const std::vector<float>& v, int64_t rows, int64_t cols, std::vector<std::vector<uint8_t>>& store) {
+  const uint32_t group = cols % 32 == 0 ? 32 : 28;
+  store.push_back(quantize_matrix(TensorFormat::Q8G, v.data(), uint64_t(rows), uint64_t(cols), group));
+  MatrixView m;
+  m.format = TensorFormat::Q8G;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  m.data = store.back().data();
+  m.scales = reinterpret_cast<const uint16_t*>(
+      store.back().data() + trunk_tensor_bytes(TensorFormat::Q8G, uint64_t(rows), uint64_t(cols), group).scales_offset);
   return m;
 }
 
@@ -78,21 +98,35 @@ int main(int argc, char** argv) {
   const std::vector<float> pixels = random_values(size_t(L * c.patch_values()), 0.5f, 9);
 
   std::printf("vision tower: %d x %d = %lld patches, %d blocks, hidden %lld, %d x %d heads, MLP %lld, "
-              "projector %lld -> %lld -> %lld (f32 weights)\n",
+              "projector %lld -> %lld -> %lld\n",
               h, w, (long long)L, c.n_layers, (long long)D, c.heads, c.head_dim, (long long)I, (long long)M,
               (long long)M, (long long)T);
+  std::vector<std::vector<uint8_t>> store;
+  store.reserve(8);  // views point into it
+  VisionWeights vq = vw;
+  vq.patch_embed = q8g(pe, D, c.patch_values(), store);
+  VisionBlockWeights bq = b;
+  bq.wqkv = q8g(wqkv, 3 * Q, D, store);
+  bq.wo = q8g(wo, D, Q, store);
+  bq.fc0 = q8g(fc0, I, D, store);
+  bq.fc1 = q8g(fc1, D, I, store);
+  vq.blocks.assign(size_t(c.n_layers), bq);
+  vq.proj0 = q8g(p0, M, M, store);
+  vq.proj2 = q8g(p2, T, M, store);
+  for (const char* format : {"q8g", "f32"})
   for (unsigned threads : {1u, 2u}) {
+    const VisionWeights& vw_run = std::string(format) == "q8g" ? vq : vw;
     ThreadPool pool(threads);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<float> tower = vision_tower(c, vw, pixels.data(), h, w, &pool);
+    const std::vector<float> tower = vision_tower(c, vw_run, pixels.data(), h, w, &pool);
     const auto t1 = std::chrono::steady_clock::now();
-    const std::vector<float> emb = mm_projector(c, vw, tower.data(), h, w, &pool);
+    const std::vector<float> emb = mm_projector(c, vw_run, tower.data(), h, w, &pool);
     const auto t2 = std::chrono::steady_clock::now();
     const double st = std::chrono::duration<double>(t1 - t0).count();
     const double sp = std::chrono::duration<double>(t2 - t1).count();
-    std::printf("threads %u: tower %.3f s, projector %.3f s, total %.3f s: %.1f patches/s, %.1f patches/s per core"
+    std::printf("%s, threads %u: tower %.3f s, projector %.3f s, total %.3f s: %.1f patches/s, %.1f patches/s per core"
                 " (check %.4f)\n",
-                threads, st, sp, st + sp, double(L) / (st + sp), double(L) / (st + sp) / threads,
+                format, threads, st, sp, st + sp, double(L) / (st + sp), double(L) / (st + sp) / threads,
                 double(emb[0]));
   }
   return 0;

@@ -45,8 +45,8 @@ uint64_t checkpoint_identity(const Checkpoint& ck) {
 std::string options_fingerprint(const ConvertOptions& o, const Checkpoint& ck) {
   const RvqOptions& r = o.rvq;
   return std::string("waste convert --experts ") + format_name(o.expert_format) + " --trunk " +
-         trunk_choice_name(o.trunk) + " rvq effort=" + std::to_string(int(r.effort)) + " beam=" +
-         std::to_string(r.beam_width) + " refine=" + std::to_string(r.refine_passes) + " kmeans=" +
+         trunk_choice_name(o.trunk) + " --vision " + vision_choice_name(o.vision) + " rvq effort=" +
+         std::to_string(int(r.effort)) + " beam=" + std::to_string(r.beam_width) + " refine=" + std::to_string(r.refine_passes) + " kmeans=" +
          std::to_string(r.kmeans_iters) + " train_refine=" + std::to_string(r.train_refine_passes) + " train_vectors=" +
          std::to_string(r.max_train_vectors) + " seed=" + std::to_string(r.seed) + " scale=" +
          std::to_string(int(r.optimize_scale)) + " sample_experts=" + std::to_string(o.train_sample_experts) + " checkpoint=" + std::to_string(checkpoint_identity(ck));
@@ -176,7 +176,11 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   Checkpoint ck = Checkpoint::open(o.hf_dir);
   const ModelConfig& c = ck.config();
   // Check everything before writing anything.
-  const std::vector<TrunkItem> plan = plan_trunk(ck, o.trunk);
+  std::vector<TrunkItem> plan = plan_trunk(ck, o.trunk);
+  const VisionPlan vision = plan_vision(ck, o.vision);
+  // The tower follows the text model in trunk.bin, so the text tensors sit where they would
+  // without it.
+  plan.insert(plan.end(), vision.items.begin(), vision.items.end());
   check_expert_tensors(ck);
 
   const std::string fingerprint = options_fingerprint(o, ck);
@@ -214,6 +218,8 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   }
   progress.finish();
   report.tokenizer = copy_tokenizer(w, ck);
+  if (!vision.items.empty()) w.set_preprocessor_config(vision.preprocessor_config_json);
+  report.vision_tensors = vision.items.size();
   w.finish();
   report.seconds = seconds_since(start);
   return report;

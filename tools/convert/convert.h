@@ -10,6 +10,7 @@
 #include "shared/container/format.h"
 #include "shared/rvq/encoder.h"
 #include "tools/convert/trunk_plan.h"
+#include "tools/convert/vision_plan.h"
 
 namespace waste {
 
@@ -17,6 +18,7 @@ struct ConvertOptions {
   std::string hf_dir, out;
   TensorFormat expert_format = TensorFormat::VQ3R;  // vq3r, f32 or bf16
   TrunkChoice trunk = TrunkChoice::Q4G;
+  VisionChoice vision = VisionChoice::Q8G;  // K3's vision tower and projector (vision_plan.h)
   unsigned threads = 0;  // 0: ThreadPool::global()
   bool progress = true;
   RvqOptions rvq;              // `pool` is set by the converter
@@ -37,6 +39,7 @@ struct ConvertLayerReport {
 struct ConvertReport {
   bool trunk_resumed = false;
   bool tokenizer = false;
+  size_t vision_tensors = 0;  // 0: no vision tower in the container
   std::vector<ConvertLayerReport> layers;
   double seconds = 0;
 };

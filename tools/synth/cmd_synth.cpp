@@ -13,6 +13,7 @@ void register_synth_command(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto expert_format = std::make_shared<std::string>("vq3r");
   auto trunk_format = std::make_shared<std::string>("q4g");
+  auto vision = std::make_shared<std::string>("q8g");
   std::string presets;
   for (const auto& n : preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd->add_option("--preset", o->preset, "Model shape: " + presets)->required();
@@ -24,18 +25,25 @@ void register_synth_command(CLI::App& app) {
   cmd->add_option("--vocab", o->overrides.vocab, "Override vocab_size");
   cmd->add_option("--experts-format", *expert_format, "Expert records: vq3r (default), f32 or bf16");
   cmd->add_option("--trunk", *trunk_format, "Trunk matrices: q4g (default), q8g, bf16 or f32");
+  cmd->add_option("--vision", *vision,
+                  "K3 presets' vision tower: q8g (default), bf16, f32 or none (as waste convert --vision; norms "
+                  "and the position grid always f32)");
   cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");
   cmd->add_flag("!--no-progress", o->progress, "No progress bar");
-  cmd->callback([o, expert_format, trunk_format] {
+  cmd->callback([o, expert_format, trunk_format, vision] {
     o->expert_format = format_from_name(*expert_format);
     o->trunk_format = format_from_name(*trunk_format);
+    o->vision = vision_choice_from_name(*vision);
     synthesize(*o);
     Container c = Container::open(o->out);
     uint64_t experts = 0;
     for (const auto& l : c.expert_layers()) experts += l.layout.stride * l.expert_count;
-    std::printf("wrote %s: %s, %d layers (%d MoE x %d experts), trunk %s, experts %s\n", o->out.c_str(),
+    const std::string tower =
+        c.has_vision() ? ", vision tower " + format_bytes(double(c.vision_bytes())) + " (" + *vision + ")" : "";
+    std::printf("wrote %s: %s, %d layers (%d MoE x %d experts), trunk %s, experts %s%s\n", o->out.c_str(),
                 o->preset.c_str(), c.config().n_layers, c.config().n_moe_layers(), c.config().n_experts,
-                format_bytes(double(c.trunk_bytes())).c_str(), format_bytes(double(experts)).c_str());
+                format_bytes(double(c.trunk_bytes() - c.vision_bytes())).c_str(), format_bytes(double(experts)).c_str(),
+                tower.c_str());
   });
 }
 

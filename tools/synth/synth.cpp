@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "shared/container/writer.h"
@@ -11,7 +12,9 @@
 #include "shared/util/progress.h"
 #include "shared/util/random.h"
 #include "shared/util/thread_pool.h"
+#include "tools/synth/random_weights.h"
 #include "tools/synth/synth_tokenizer.h"
+#include "tools/synth/synth_vision.h"
 
 namespace waste {
 
@@ -33,29 +36,6 @@ double vector_value(const std::string& name, Rng& rng) {
   return 0.02 * rng.normal();
 }
 
-// Random bytes of a quantised matrix in the on-disk layout, with element std `std_dev`.
-std::vector<uint8_t> random_quantized(TensorFormat f, uint64_t rows, uint64_t cols, uint32_t group, double std_dev,
-                                      Rng& rng) {
-  TensorBytes layout = trunk_tensor_bytes(f, rows, cols, group);
-  std::vector<uint8_t> out(layout.total, 0);
-  const uint64_t n = rows * cols;
-  if (f == TensorFormat::Q8G) {
-    // Uniform in [-127, 127]: std 73.6.
-    for (uint64_t i = 0; i < n; ++i) out[i] = uint8_t(int8_t(int(rng.below(255)) - 127));
-  } else {
-    // Nibbles 1..15 (values -7..7, mean 0, std 4.32): two per byte.
-    for (uint64_t i = 0; i < n / 2; ++i) {
-      uint64_t r = rng.next();
-      out[i] = uint8_t((1 + (r & 0xffff) % 15) | ((1 + (r >> 16 & 0xffff) % 15) << 4));
-    }
-  }
-  const double value_std = f == TensorFormat::Q8G ? 73.6 : 4.32;
-  const uint16_t scale = f32_to_f16(float(std_dev / value_std));
-  auto* scales = reinterpret_cast<uint16_t*>(out.data() + layout.scales_offset);
-  for (uint64_t i = 0; i < rows * (cols / group); ++i) scales[i] = scale;
-  return out;
-}
-
 constexpr uint32_t kGroup = 32;
 
 // How synth stores a trunk tensor: vectors and routers f32; embedding and head q8g when the
@@ -75,7 +55,8 @@ uint64_t stored_bytes(const TensorSpec& spec, TensorFormat trunk_format) {
   return trunk_tensor_bytes(stored_format(spec, trunk_format), rows, spec.elements() / rows, kGroup).total;
 }
 
-void write_trunk(ContainerWriter& w, const SynthOptions& o, Progress& progress) {
+// The text model's tensors, then (when `vision` is given) the vision tower's, in one trunk.
+void write_trunk(ContainerWriter& w, const SynthOptions& o, const VisionConfig* vision, Progress& progress) {
   const ModelConfig& c = w.config();
   Rng rng(o.seed, 1);
   w.begin_trunk();
@@ -105,6 +86,7 @@ void write_trunk(ContainerWriter& w, const SynthOptions& o, Progress& progress) 
       progress.add(n * (f == TensorFormat::F32 ? 4 : 2));
     }
   }
+  if (vision) write_synth_vision(w, *vision, o.vision, o.seed, progress);
   w.end_trunk();
 }
 
@@ -160,20 +142,25 @@ void random_expert_payload(const RecordLayout& l, uint64_t seed, int layer, uint
 
 void synthesize(const SynthOptions& o) {
   std::string config_json = preset_config_json(o.preset, o.overrides);
+  std::optional<VisionConfig> vision;
+  if (o.vision != VisionChoice::None && config_has_vision(config_json))
+    vision = VisionConfig::from_json(config_json, "preset " + o.preset);
   WriterOptions wo;
   wo.synthetic = true;
   wo.created_by = "waste synth --preset " + o.preset + " --seed " + std::to_string(o.seed);
+  if (vision) wo.created_by += std::string(" --vision ") + vision_choice_name(o.vision);
   ContainerWriter w(o.out, config_json, wo);
   const ModelConfig& c = w.config();
   const auto moe_layers = c.moe_layers();
   RecordLayout layout = record_layout(o.expert_format, uint32_t(c.expert_hidden()), uint32_t(c.moe_intermediate));
   uint64_t trunk_total = 0;
   for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, o.trunk_format);
+  if (vision) trunk_total += synth_vision_bytes(*vision, o.vision);
   const uint64_t expert_total = uint64_t(moe_layers.size()) * uint64_t(c.n_experts) * layout.stride;
 
   if (!w.trunk_done()) {
     Progress p("trunk  ", trunk_total, "B", o.progress);
-    write_trunk(w, o, p);
+    write_trunk(w, o, vision ? &*vision : nullptr, p);
     p.finish();
   }
   Progress p("experts", expert_total, "B", o.progress);
@@ -205,6 +192,7 @@ void synthesize(const SynthOptions& o) {
   p.finish();
   SynthTokenizer tokenizer = synth_tokenizer(c);
   w.set_tokenizer(tokenizer.ranks_text, tokenizer.config_json);
+  if (vision) w.set_preprocessor_config(synth_preprocessor_config_json(*vision));
   w.finish();
 }
 

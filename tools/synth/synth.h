@@ -7,6 +7,7 @@
 
 #include "shared/container/format.h"
 #include "shared/model/presets.h"
+#include "tools/convert/vision_plan.h"
 
 namespace waste {
 
@@ -18,6 +19,9 @@ struct SynthOptions {
   // Trunk matrices; embedding and head are q8g unless the trunk is f32/bf16; vectors and
   // routers are always f32.
   TensorFormat trunk_format = TensorFormat::Q4G;
+  // The K3 presets' vision tower (stored as `waste convert --vision` stores it); ignored by
+  // presets without a vision_config. None leaves the tower out.
+  VisionChoice vision = VisionChoice::Q8G;
   uint64_t seed = 1;
   bool progress = true;
 };

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "shared/container/reader.h"
+#include "shared/model/preprocessor_config.h"
 #include "shared/model/tensors.h"
+#include "shared/model/vision_config.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 #include "shared/util/progress.h"
@@ -19,6 +21,55 @@
 namespace waste::cli {
 
 namespace {
+
+// Tensor count and stored bytes per format of the tensors `pick` selects.
+template <typename Pick>
+nlohmann::json formats_of(const Container& c, Pick pick) {
+  nlohmann::json formats = nlohmann::json::object();
+  for (const auto& t : c.tensors()) {
+    if (!pick(t)) continue;
+    auto& f = formats[format_name(t.format)];
+    if (f.is_null()) f = {{"tensors", 0}, {"bytes", uint64_t(0)}};
+    f["tensors"] = f["tensors"].get<int>() + 1;
+    f["bytes"] = f["bytes"].get<uint64_t>() + t.bytes;
+  }
+  return formats;
+}
+
+// The vision tower and projector of a K3 container (null without one): shape, parameters,
+// stored bytes and formats, and the preprocessing constants images are normalized with.
+nlohmann::json vision_json(const Container& c) {
+  using nlohmann::json;
+  if (!c.has_vision()) return nullptr;
+  const VisionConfig v = VisionConfig::from_json(c.config_json(), c.dir() + " (config)");
+  const PreprocessorConfig p = PreprocessorConfig::from_json(c.preprocessor_config_json(), c.dir() + " (preprocessor config)");
+  uint64_t tower = 0, projector = 0;
+  for (const TensorSpec& s : vision_tensor_specs(v)) (s.name.starts_with("mm_projector.") ? projector : tower) += s.elements();
+  size_t tensors = 0;
+  for (const auto& t : c.tensors()) tensors += is_vision_tensor(t.name);
+  return {{"layers", v.n_layers},
+          {"hidden", v.hidden},
+          {"heads", v.heads},
+          {"head_dim", v.head_dim},
+          {"qkv_hidden", v.qkv_hidden},
+          {"mlp", v.intermediate},
+          {"patch", v.patch_size},
+          {"pos_grid", {v.pos_emb_height, v.pos_emb_width}},
+          {"merge", {v.merge_h, v.merge_w}},
+          {"projector", {{"in", v.merged_width()}, {"hidden", v.merged_width()}, {"out", v.text_hidden}}},
+          {"media_placeholder_token_id", v.media_placeholder_token_id},
+          {"params", {{"tower", tower}, {"projector", projector}, {"total", tower + projector}}},
+          {"tensors", tensors},
+          {"bytes", c.vision_bytes()},
+          {"formats", formats_of(c, [](const TensorInfo& t) { return is_vision_tensor(t.name); })},
+          {"preprocessor",
+           {{"image_mean", p.image_mean},
+            {"image_std", p.image_std},
+            {"patch_size", p.patch_size},
+            {"in_patch_limit", p.in_patch_limit},
+            {"patch_limit_on_one_side", p.patch_limit_on_one_side},
+            {"merge_kernel_size", p.merge_kernel_size}}}};
+}
 
 nlohmann::json info_json(const Container& c) {
   using nlohmann::json;
@@ -33,20 +84,21 @@ nlohmann::json info_json(const Container& c) {
                 {"vocab", cfg.vocab},           {"experts", cfg.n_experts},        {"top_k", cfg.top_k},
                 {"shared_experts", cfg.n_shared}, {"expert_hidden", cfg.expert_hidden()},
                 {"moe_intermediate", cfg.moe_intermediate}};
+  // The text trunk: trunk.bin holds the vision tower too, which is counted apart ("vision").
   uint64_t embedding = 0;
-  json formats = json::object();
+  size_t text_tensors = 0;
   for (const auto& t : c.tensors()) {
     if (t.name == "model.embed_tokens.weight") embedding = t.bytes;
-    auto& f = formats[format_name(t.format)];
-    if (f.is_null()) f = {{"tensors", 0}, {"bytes", uint64_t(0)}};
-    f["tensors"] = f["tensors"].get<int>() + 1;
-    f["bytes"] = f["bytes"].get<uint64_t>() + t.bytes;
+    text_tensors += !is_vision_tensor(t.name);
   }
-  j["trunk"] = {{"bytes", c.trunk_bytes()},
-                {"resident_bytes", c.trunk_bytes() - embedding},
+  const uint64_t text_bytes = c.trunk_bytes() - c.vision_bytes();
+  j["trunk"] = {{"bytes", text_bytes},
+                {"resident_bytes", text_bytes - embedding},
                 {"embedding_bytes_on_disk", embedding},
-                {"tensors", c.tensors().size()},
-                {"formats", formats}};
+                {"file_bytes", c.trunk_bytes()},
+                {"tensors", text_tensors},
+                {"formats", formats_of(c, [](const TensorInfo& t) { return !is_vision_tensor(t.name); })}};
+  j["vision"] = vision_json(c);
   json layers = json::array();
   uint64_t expert_bytes = 0, stride = 0;
   for (const auto& l : c.expert_layers()) {
@@ -77,12 +129,34 @@ void print_info(const Container& c) {
   std::printf("  experts        %d per layer, top-%d, %d shared, expert %d -> %d\n", cfg.n_experts, cfg.top_k,
               cfg.n_shared, cfg.expert_hidden(), cfg.moe_intermediate);
   std::printf("  trunk          %s in %zu tensors (%s resident, embedding %s stays on disk)\n",
-              format_bytes(double(j["trunk"]["bytes"].get<uint64_t>())).c_str(), c.tensors().size(),
+              format_bytes(double(j["trunk"]["bytes"].get<uint64_t>())).c_str(), j["trunk"]["tensors"].get<size_t>(),
               format_bytes(double(j["trunk"]["resident_bytes"].get<uint64_t>())).c_str(),
               format_bytes(double(j["trunk"]["embedding_bytes_on_disk"].get<uint64_t>())).c_str());
   for (auto& [name, f] : j["trunk"]["formats"].items())
     std::printf("    %-5s        %d tensors, %s\n", name.c_str(), f["tensors"].get<int>(),
                 format_bytes(double(f["bytes"].get<uint64_t>())).c_str());
+  if (const auto& v = j["vision"]; !v.is_null()) {
+    std::printf("  vision tower   %d blocks, hidden %d, %d x %d heads (qkv %d), MLP %d, patch %d, position grid %d x %d\n",
+                v["layers"].get<int>(), v["hidden"].get<int>(), v["heads"].get<int>(), v["head_dim"].get<int>(),
+                v["qkv_hidden"].get<int>(), v["mlp"].get<int>(), v["patch"].get<int>(), v["pos_grid"][0].get<int>(),
+                v["pos_grid"][1].get<int>());
+    std::printf("  projector      %d x %d merge, %d -> %d -> %d (the text hidden size)\n", v["merge"][0].get<int>(),
+                v["merge"][1].get<int>(), v["projector"]["in"].get<int>(), v["projector"]["hidden"].get<int>(),
+                v["projector"]["out"].get<int>());
+    std::printf("  vision params  %.1f M (tower %.1f M + projector %.1f M), %s in %zu tensors, loaded once an image is used\n",
+                double(v["params"]["total"].get<uint64_t>()) / 1e6, double(v["params"]["tower"].get<uint64_t>()) / 1e6,
+                double(v["params"]["projector"].get<uint64_t>()) / 1e6,
+                format_bytes(double(v["bytes"].get<uint64_t>())).c_str(), v["tensors"].get<size_t>());
+    for (auto& [name, f] : v["formats"].items())
+      std::printf("    %-5s        %d tensors, %s\n", name.c_str(), f["tensors"].get<int>(),
+                  format_bytes(double(f["bytes"].get<uint64_t>())).c_str());
+    const auto& p = v["preprocessor"];
+    std::printf("  preprocessing  mean [%g, %g, %g], std [%g, %g, %g], patch %d, at most %lld patches (%d a side)\n",
+                p["image_mean"][0].get<double>(), p["image_mean"][1].get<double>(), p["image_mean"][2].get<double>(),
+                p["image_std"][0].get<double>(), p["image_std"][1].get<double>(), p["image_std"][2].get<double>(),
+                p["patch_size"].get<int>(), (long long)p["in_patch_limit"].get<int64_t>(),
+                p["patch_limit_on_one_side"].get<int>());
+  }
   const auto& layers = c.expert_layers();
   if (!layers.empty()) {
     const auto& l0 = layers.front();

@@ -3,6 +3,7 @@
 // prefill); with --step one at a time through the decode path. --reference compares with a
 // file of the same layout and prints the error and top-1 agreement.
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,9 @@ namespace {
 struct EvalOptions {
   EngineCliOptions engine;
   std::string tokens, logits, key, reference;
+  std::vector<std::string> images;  // each media placeholder id takes the next, expanded
+  std::string pad_embeddings;       // or: the placeholders take these rows as they are
+  int image_patches = 0;
   bool step = false;
 };
 
@@ -84,13 +88,26 @@ void run_eval(const EvalOptions& o) {
   EngineHandle h(o.engine);
   Engine& e = h.engine();
   const size_t V = size_t(e.config().vocab);
-  const std::vector<int32_t> ids = read_token_file(o.tokens, o.key, e.config().vocab);
+  require(o.images.empty() || o.pad_embeddings.empty(), "give --image or --pad-embeddings, not both");
+  std::vector<std::vector<uint8_t>> files;
+  for (const std::string& f : o.images) files.push_back(read_file_bytes(f, ImageLimits{}.max_bytes));
+  MediaPrompt prompt = e.with_images(read_token_file(o.tokens, o.key, e.config().vocab), files, "--image", o.image_patches);
+  if (!o.pad_embeddings.empty()) {
+    require(e.vision().available(), o.pad_embeddings + ": the model has no vision tower, so no placeholder id");
+    const std::vector<uint8_t> bytes = read_file_bytes(o.pad_embeddings, 1ull << 30);
+    require(bytes.size() % 4 == 0, o.pad_embeddings + ": not a whole number of f32");
+    std::vector<float> rows(bytes.size() / 4);
+    std::memcpy(rows.data(), bytes.data(), bytes.size());
+    prompt.images = placeholder_rows(prompt.ids, int32_t(e.vision().placeholder_id()), rows, e.config().hidden,
+                                     o.pad_embeddings);
+  }
+  const std::vector<int32_t>& ids = prompt.ids;
   Session s = e.new_session(std::max<int64_t>(o.engine.context, int64_t(ids.size())));
   std::vector<float> logits(ids.size() * V);
   if (o.step)
-    e.step_all(s, ids, logits.data());
+    e.step_all(s, ids, logits.data(), prompt.images);
   else
-    e.prefill(s, ids, logits.data(), LogitRows::All);
+    e.prefill(s, ids, logits.data(), LogitRows::All, prompt.images);
   write_file_atomic(o.logits, logits.data(), logits.size() * sizeof(float));
   std::fprintf(stderr, "wrote %zu x %zu logits to %s (%s, experts: %s)\n", ids.size(), V, o.logits.c_str(),
                o.step ? "decode steps" : "prefill", h.expert_path().c_str());
@@ -107,6 +124,13 @@ void register_eval_command(CLI::App& app) {
       ->required();
   cmd->add_option("--key", o->key, "Which array of the JSON object to use");
   cmd->add_option("--logits", o->logits, "Output file (little-endian f32)")->required();
+  cmd->add_option("--image", o->images,
+                  "PNG/JPEG for the next media placeholder id of the tokens (repeatable); each expands into one "
+                  "position per image token, so the logits have a row per expanded position");
+  cmd->add_option("--pad-embeddings", o->pad_embeddings,
+                  "f32 [k, hidden]: the k placeholder ids take these rows, not expanded (the tower's output given "
+                  "directly, e.g. from `waste vision --embeddings`)");
+  cmd->add_option("--image-patches", o->image_patches, "Patch budget per image (default 1024)");
   cmd->add_flag("--step", o->step, "One token at a time through the decode path (default: one prefill)");
   cmd->add_option("--reference", o->reference, "Compare with this f32 file: max |diff| and top-1 agreement");
   cmd->callback([o] { run_eval(*o); });

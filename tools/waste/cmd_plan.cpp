@@ -1,5 +1,6 @@
 // `waste plan MODEL_DIR | --preset NAME`: the memory plan (trunk, session state, scratch,
-// experts in flight, floor, working set, cache, total) against the usable RAM of this machine.
+// experts in flight, prompt cache, vision tower, floor, working set, cache, total) against the
+// usable RAM of this machine.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -8,9 +9,11 @@
 #include "shared/container/reader.h"
 #include "shared/model/presets.h"
 #include "shared/model/tensors.h"
+#include "shared/model/vision_config.h"
 #include "shared/plan/container_plan.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/util/error.h"
+#include "tools/convert/vision_plan.h"
 #include "tools/waste/commands.h"
 
 namespace waste::cli {
@@ -28,12 +31,29 @@ struct PlanOptions {
 // 8-bit head, f32 routers and vectors; experts are VQ3R records.
 constexpr double kPresetMatrixBits = 4.0, kPresetHeadBits = 8.0;
 
+// A preset with a vision_config: its tower as `waste convert` stores it by default (q8g
+// matrices, f32 norms and position grid), padding between tensors aside.
+void estimate_preset_vision(const std::string& config_json, const std::string& source, plan::PlanRequest& r) {
+  const nlohmann::json root = nlohmann::json::parse(config_json);
+  if (!root.contains("vision_config")) return;
+  const VisionConfig v = VisionConfig::from_json(config_json, source);
+  for (const TensorSpec& s : vision_tensor_specs(v)) {
+    const VisionStorage st = vision_storage(s, VisionChoice::Q8G);
+    const uint64_t rows = s.shape.size() == 1 ? 1 : s.shape[0];
+    r.vision_weight_bytes += trunk_tensor_bytes(st.format, rows, s.elements() / rows, st.group).total;
+  }
+  r.vision_activation_bytes = plan::vision_activation_bytes(v, plan::kDefaultVisionPatches);
+  r.vision_source = "estimate: q8g matrices, f32 norms and position grid";
+}
+
 plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
   plan::PlanRequest r;
   require(o.model_dir.empty() != o.preset.empty(), "plan: give either MODEL_DIR or --preset NAME");
   if (!o.preset.empty()) {
     model_name = o.preset + " (preset)";
-    r.config = ModelConfig::from_json(preset_config_json(o.preset), "preset " + o.preset);
+    const std::string config_json = preset_config_json(o.preset);
+    r.config = ModelConfig::from_json(config_json, "preset " + o.preset);
+    estimate_preset_vision(config_json, "preset " + o.preset, r);
     r.trunk_bytes = estimate_trunk_resident_bytes(r.config, kPresetMatrixBits, kPresetHeadBits);
     r.trunk_source = "estimate: 4.0-bit matrices, 8-bit head, f32 routers and vectors";
     r.record_stride =
@@ -68,6 +88,12 @@ void run_plan(const PlanOptions& o) {
     j["scratch_bytes"] = p.scratch;
     j["experts_in_flight_bytes"] = p.experts_in_flight;
     j["prompt_cache_bytes"] = p.prompt_cache;
+    j["vision_bytes"] = p.vision;
+    if (p.vision > 0)
+      j["vision"] = {{"weight_bytes", p.vision_weights},
+                     {"activation_bytes", p.vision_activations},
+                     {"patches", plan::kDefaultVisionPatches},
+                     {"source", p.vision_source}};
     j["record_stride"] = p.record_stride;
     j["floor_bytes"] = p.floor;
     j["working_set_records"] = p.working_set_records;
@@ -102,6 +128,11 @@ void run_plan(const PlanOptions& o) {
   line("prompt cache", p.prompt_cache,
        o.prompt_cache == "auto" ? "checkpoints of session states: two at full context (--prompt-cache)"
                                 : "checkpoints of session states (--prompt-cache " + o.prompt_cache + ")");
+  if (p.vision > 0)
+    line("vision", p.vision,
+         "tower weights " + plan::format_bytes(p.vision_weights) + " (" + p.vision_source + ") + one image's activations " +
+             plan::format_bytes(p.vision_activations) + " at " + std::to_string(plan::kDefaultVisionPatches) +
+             " patches; resident once an image is used");
   line("floor", p.floor, "");
   line("working set / token", p.working_set_bytes, std::to_string(p.working_set_records) + " records");
   char ws[64];

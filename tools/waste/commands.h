@@ -18,6 +18,7 @@ void register_plan_command(CLI::App& app);        // plan           (tools/waste
 void register_tokenize_command(CLI::App& app);    // tokenize       (tools/waste/cmd_tokenize.cpp)
 void register_prompt_command(CLI::App& app);      // prompt         (tools/waste/cmd_prompt.cpp)
 void register_eval_command(CLI::App& app);        // eval           (tools/waste/cmd_eval.cpp)
+void register_vision_command(CLI::App& app);      // vision         (tools/waste/cmd_vision.cpp)
 void register_run_command(CLI::App& app);         // run            (tools/waste/cmd_run.cpp)
 void register_bench_command(CLI::App& app);       // bench          (tools/waste/cmd_bench.cpp)
 void register_up_commands(CLI::App& app);         // up, down, status (tools/waste/cmd_up.cpp)

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   waste::cli::register_tokenize_command(app);
   waste::cli::register_prompt_command(app);
   waste::cli::register_eval_command(app);
+  waste::cli::register_vision_command(app);
   waste::cli::register_run_command(app);
   waste::cli::register_bench_command(app);
   waste::cli::register_up_commands(app);

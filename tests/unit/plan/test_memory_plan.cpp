@@ -5,6 +5,7 @@
 #include "shared/container/format.h"
 #include "shared/model/presets.h"
 #include "shared/model/tensors.h"
+#include "shared/model/vision_config.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/util/error.h"
 
@@ -149,4 +150,39 @@ TEST_CASE("sizes") {
   CHECK_THROWS_AS(parse_size("G"), Error);
   CHECK_THROWS_AS(parse_size(""), Error);
   CHECK_THROWS_AS(parse_size("1e30"), Error);
+}
+
+TEST_CASE("the vision tower is its own line of the floor: weights plus one image's activations") {
+  const std::string k3 = preset_config_json("kimi-k3");
+  const VisionConfig v = VisionConfig::from_json(k3, "kimi-k3");
+  // compute/model/vision_tower.cpp's buffers at 1024 patches of the release's tower, in floats:
+  // pixels 1024 x 588, x/y/z/position grid 4 x 1024 x 1024, qkv 1024 x 4608, attention output
+  // 1024 x 1536, MLP 1024 x 4096, one head's q/k/v^T and the RoPE tables 4 x 1024 x 128, one
+  // query block's scores 256 x 1024 and output 256 x 128, the image's 256 rows of 7168; plus the
+  // int8 copy of the widest input (1024 x 4096 x 11/8 bytes).
+  const uint64_t floats = 1024ull * 588 + 4ull * 1024 * 1024 + 1024ull * 4608 + 1024ull * 1536 + 1024ull * 4096 +
+                          4ull * 1024 * 128 + 256ull * 1024 + 256ull * 128 + 256ull * 7168;
+  CHECK_EQ(vision_activation_bytes(v), floats * 4 + 1024ull * 4096 * 11 / 8);
+  CHECK_EQ(vision_activation_bytes(v), 77512704ull);  // 73.9 MiB
+  // Linear in the patches: the scores are held for one block of 256 queries at a time.
+  CHECK_GT(vision_activation_bytes(v, 4096), 3 * vision_activation_bytes(v, 1024));
+  CHECK_LT(vision_activation_bytes(v, 4096), 5 * vision_activation_bytes(v, 1024));
+
+  PlanRequest r = preset_request("kimi-k3");
+  const MemoryPlan without = make_plan(r, ram(1024 * GiB));
+  CHECK_EQ(without.vision, 0);
+  r.vision_weight_bytes = 487831552;  // the release's tower in q8g (waste info of a synth kimi-k3: 465.23 MiB)
+  r.vision_activation_bytes = vision_activation_bytes(v);
+  r.vision_source = "test";
+  const MemoryPlan with = make_plan(r, ram(1024 * GiB));
+  CHECK_EQ(with.vision_weights, r.vision_weight_bytes);
+  CHECK_EQ(with.vision_activations, r.vision_activation_bytes);
+  CHECK_EQ(with.vision, r.vision_weight_bytes + r.vision_activation_bytes);
+  CHECK_EQ(with.floor, without.floor + with.vision);
+  CHECK_EQ(with.floor, with.trunk + with.session_state + with.scratch + with.experts_in_flight + with.prompt_cache +
+                           with.vision);
+  CHECK_EQ(with.trunk, without.trunk);  // the tower is not part of the trunk figure
+  // The refusal of a budget under the floor names the vision line.
+  r.budget = with.floor - 1;
+  CHECK_THROWS_WITH_AS(make_plan(r, ram(1024 * GiB)), doctest::Contains("+ vision "), Error);
 }
