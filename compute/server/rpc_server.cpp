@@ -76,8 +76,10 @@ std::vector<RequestImage> chat_images(capnp::List<proto::ChatMessage>::Reader ms
     for (uint32_t k = 0; k < parts.size(); ++k) {
       if (!parts[k].getImage()) continue;
       std::string field = "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
-      std::vector<uint8_t> bytes = parts[k].getData().size() > 0
-                                       ? bytes_of(parts[k].getData())
+      // Read once: Cap'n Proto counts every read of a blob against the message's traversal limit.
+      const capnp::Data::Reader data = parts[k].getData();
+      std::vector<uint8_t> bytes = data.size() > 0
+                                       ? bytes_of(data)
                                        : decode_image_data_url(std::string_view(parts[k].getText().cStr(), parts[k].getText().size()),
                                                                field + ".image_url", kMaxImageBytesPerRequest);
       add_image(out, total, std::move(bytes), std::move(field));
@@ -106,7 +108,11 @@ std::vector<PreparedImage> prepare_images(EngineService& svc, const std::vector<
     } catch (const chat::RequestError&) {
       throw;
     } catch (const Error& e) {
-      throw chat::RequestError(im.field, e.what());  // a bad image is the client's: 400 naming it
+      // A bad image is the client's: 400 naming it. The decoder's message already starts with
+      // the field (its source), which RequestError puts in front again.
+      std::string msg = e.what();
+      if (msg.rfind(im.field + ": ", 0) == 0) msg.erase(0, im.field.size() + 2);
+      throw chat::RequestError(im.field, msg);
     }
     total_patches += int64_t(out.back().grid.h_patches) * out.back().grid.w_patches;
     if (total_patches > kMaxPatchesPerRequest)

@@ -133,8 +133,8 @@ TEST_CASE("the server renders the K3 cases with the same code: prompt tokens ove
   int checked = 0;
   for (const json& c : k3_cases()) {
     const json& r = c["request"];
-    // Over HTTP images come as content parts the vision tower would turn into prompts (not in
-    // this build), and the generation prompt is always added.
+    // Over HTTP images come as content parts whose media prompts compute makes (a request cannot
+    // give image_prompts itself), and the generation prompt is always added.
     if (r.contains("image_prompts") || r.contains("add_generation_prompt")) continue;
     CAPTURE(c["name"].get<std::string>());
     json body = r;

@@ -93,6 +93,31 @@ class SinkImpl final : public proto::TokenSink::Server {
   const OnEvent& f_;
 };
 
+kj::ArrayPtr<const kj::byte> bytes_ptr(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+
+// An image part travels as the file itself when the client has it (`data`), else as its
+// reference (`text`, a data: URL) for compute to decode: never both, so nothing is ignored.
+void set_part(proto::ContentPart::Builder b, const chat::ContentPart& p, const std::string& field) {
+  const bool image = p.kind == chat::ContentPart::Kind::Image;
+  b.setImage(image);
+  if (image && !p.data.empty()) {
+    if (!p.text.empty()) throw chat::RequestError(field, "an image part has both its file and a URL");
+    b.setData(bytes_ptr(p.data));
+  } else {
+    b.setText(p.text);
+  }
+}
+
+// Images belong to a token prompt only: a chat's are in its parts, and a text prompt has no
+// placeholder ids for them to replace.
+void set_images(proto::GenerateRequest::Builder g, const Request& r) {
+  if (r.images.empty()) return;
+  if (r.kind != Request::Kind::Tokens)
+    throw chat::RequestError("images", "only a token prompt takes images (a chat carries them in its messages)");
+  auto l = g.initImages(uint32_t(r.images.size()));
+  for (size_t i = 0; i < r.images.size(); ++i) l.set(uint32_t(i), bytes_ptr(r.images[i]));
+}
+
 // The chat of a request into the RPC's messages and options.
 void set_chat(proto::GenerateRequest::Builder g, const chat::ChatRequest& c) {
   auto l = g.getPrompt().initChat(uint32_t(c.messages.size()));
@@ -101,10 +126,8 @@ void set_chat(proto::GenerateRequest::Builder g, const chat::ChatRequest& c) {
     auto b = l[uint32_t(i)];
     b.setRole(m.role);
     auto parts = b.initParts(uint32_t(m.content.size()));
-    for (size_t k = 0; k < m.content.size(); ++k) {
-      parts[uint32_t(k)].setText(m.content[k].text);
-      parts[uint32_t(k)].setImage(m.content[k].kind == chat::ContentPart::Kind::Image);
-    }
+    for (size_t k = 0; k < m.content.size(); ++k)
+      set_part(parts[uint32_t(k)], m.content[k], "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]");
     b.setName(m.name);
     b.setReasoning(m.reasoning);
     auto tcs = b.initToolCalls(uint32_t(m.tool_calls.size()));
@@ -215,6 +238,8 @@ Info Client::info() {
     o.budget_bytes = i.getBudgetBytes();
     o.trunk_bytes = i.getTrunkBytes();
     o.has_tokenizer = i.getHasTokenizer();
+    o.vision = i.getVision();
+    o.image_patches = i.getImagePatches();
     return o;
   });
 }
@@ -274,7 +299,7 @@ void Request::set_chat(const std::vector<std::pair<std::string, std::string>>& m
   for (const auto& [role, content] : messages) {
     chat::Message m;
     m.role = role;
-    if (!content.empty()) m.content.push_back({chat::ContentPart::Kind::Text, content});
+    if (!content.empty()) m.content.push_back(chat::ContentPart{chat::ContentPart::Kind::Text, content, {}});
     chat.messages.push_back(std::move(m));
   }
 }
@@ -313,6 +338,8 @@ Result Session::generate_events(const Request& r, const OnEvent& on_token, const
     g.setLogprobs(r.logprobs);
     g.setTopLogprobs(r.top_logprobs);
     g.setCacheScope(r.cache_scope);
+    set_images(g, r);
+    g.setImagePatches(r.image_patches);
     auto stops = g.initStop(uint32_t(r.stop.size()));
     for (size_t i = 0; i < r.stop.size(); ++i) stops.set(uint32_t(i), r.stop[i]);
     req.setSink(kj::heap<SinkImpl>(on_token));
@@ -325,7 +352,7 @@ Result Session::generate_events(const Request& r, const OnEvent& on_token, const
     auto s = out.getStats();
     return Result{s.getPromptTokens(), s.getTokens(), s.getPrefillSeconds(), s.getDecodeSeconds(), s.getTokPerSecond(),
                   s.getQueueSeconds(), s.getHits(), s.getMisses(), s.getBytesRead(), s.getStopReason().cStr(),
-                  s.getToolCalls(), s.getCachedTokens()};
+                  s.getToolCalls(), s.getCachedTokens(), s.getImageTokens(), s.getImageSeconds()};
   });
 }
 
@@ -388,21 +415,33 @@ FileResult Session::load(const std::string& path) {
   });
 }
 
-std::vector<float> Session::eval(const std::vector<int32_t>& ids, bool stepwise, uint32_t* vocab) {
+std::vector<float> Session::eval(const std::vector<int32_t>& ids, bool stepwise, uint32_t* vocab,
+                                 const std::vector<std::vector<uint8_t>>& images, const std::vector<float>& pad_embeddings,
+                                 uint32_t image_patches) {
   Client::Impl& c = *impl_->client;
   return call(c.address, "eval", [&] {
     static_assert(std::endian::native == std::endian::little, "eval's logits are little-endian f32");
     require(ids.size() < (size_t(1) << 29), "eval: " + std::to_string(ids.size()) + " ids are too many for one call");
+    if (!images.empty() && !pad_embeddings.empty())
+      throw chat::RequestError("images", "eval: give images or pad embeddings, not both");
     auto req = impl_->session.evalRequest();
     auto l = req.initTokens(uint32_t(ids.size()));
     for (size_t i = 0; i < ids.size(); ++i) l.set(uint32_t(i), ids[i]);
     req.setStepwise(stepwise);
+    auto li = req.initImages(uint32_t(images.size()));
+    for (size_t i = 0; i < images.size(); ++i) li.set(uint32_t(i), bytes_ptr(images[i]));
+    if (!pad_embeddings.empty())
+      req.setPadEmbeddings({reinterpret_cast<const kj::byte*>(pad_embeddings.data()), pad_embeddings.size() * sizeof(float)});
+    req.setImagePatches(image_patches);
     auto r = req.send().wait(c.ws());
     const uint32_t V = r.getVocab();
     auto data = r.getLogits();
-    require(V > 0 && data.size() == uint64_t(ids.size()) * V * sizeof(float),
-            "eval: compute sent " + std::to_string(data.size()) + " bytes of logits for " + std::to_string(ids.size()) +
-                " tokens of a vocabulary of " + std::to_string(V));
+    // Images expand their placeholders, so only then may there be more rows than ids.
+    const uint64_t row_bytes = uint64_t(V) * sizeof(float);
+    const bool rows_ok = V > 0 && (images.empty() ? data.size() == ids.size() * row_bytes
+                                                  : data.size() % row_bytes == 0 && data.size() >= ids.size() * row_bytes);
+    require(rows_ok, "eval: compute sent " + std::to_string(data.size()) + " bytes of logits for " +
+                         std::to_string(ids.size()) + " tokens of a vocabulary of " + std::to_string(V));
     std::vector<float> out(data.size() / sizeof(float));
     std::memcpy(out.data(), data.begin(), data.size());
     if (vocab) *vocab = V;

@@ -33,12 +33,19 @@ struct Info {
   uint32_t default_context = 0, max_context = 0, max_sessions = 0, max_queued = 0;
   uint64_t budget_bytes = 0, trunk_bytes = 0;
   bool has_tokenizer = false;
+  bool vision = false;          // the model has a vision tower: prompts may carry images
+  uint32_t image_patches = 0;   // compute's default patch budget per image (image tokens = patches / 4 at most)
 };
 
 struct Request {
   enum class Kind { Text, Tokens, Chat } kind = Kind::Text;
   std::string text;
   std::vector<int32_t> tokens;
+  // Kind::Tokens only: the encoded files (PNG, JPEG) of the prompt's images; each media
+  // placeholder id (<|media_pad|>) of `tokens` takes the next one. A chat carries its images in
+  // its messages' Image parts instead (the file in `data`, or a data: URL in `text`).
+  std::vector<std::vector<uint8_t>> images;
+  uint32_t image_patches = 0;  // patch budget per image; 0: compute's default (Info::image_patches)
   chat::ChatRequest chat;  // messages (with tool calls, reasoning), tools, tool_choice, response_format, thinking
   uint32_t max_tokens = 256;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
@@ -80,6 +87,8 @@ struct Result {
   std::string stop_reason;
   uint32_t tool_calls = 0;  // a chat reply's tool calls (finish_reason "tool_calls")
   uint64_t cached_tokens = 0;  // of prompt_tokens, restored from compute's prompt cache
+  uint64_t image_tokens = 0;   // of prompt_tokens, the positions the request's images expanded into
+  double image_seconds = 0;    // compute's vision tower on the request's images
 };
 
 // What a session file save or load did.
@@ -118,7 +127,13 @@ class Session {
   // stepwise: one token at a time through the decode path, else prefill chunks (as `waste eval
   // [--step]`). *vocab (may be NULL) gets the row length. Compute refuses more ids than the
   // session's context or more than 64 MiB of logits (Error naming the limit).
-  std::vector<float> eval(const std::vector<int32_t>& ids, bool stepwise = false, uint32_t* vocab = nullptr);
+  // With `images` (encoded files), each media placeholder id of `ids` takes the next one and
+  // expands into its image tokens, so there is a row per expanded position. With
+  // `pad_embeddings` (f32 [k x hidden]) instead, the k placeholder ids are not expanded: the i-th
+  // takes row i (the tower's output given directly). image_patches: the budget, 0 = compute's.
+  std::vector<float> eval(const std::vector<int32_t>& ids, bool stepwise = false, uint32_t* vocab = nullptr,
+                          const std::vector<std::vector<uint8_t>>& images = {},
+                          const std::vector<float>& pad_embeddings = {}, uint32_t image_patches = 0);
 
  private:
   friend class Client;

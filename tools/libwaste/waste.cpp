@@ -48,6 +48,17 @@ class ArgumentError : public Error {
 
 [[noreturn]] void bad(const std::string& field, const std::string& message) { throw ArgumentError(field, message); }
 
+std::string c_field_name(const std::string& param);
+
+// The field compute names when it refuses one ("invalid request (PARAM): message", as
+// compute/server/rpc_server.cpp sends it), as the C structs name it; "" when none.
+std::string compute_field(const std::string& what) {
+  const size_t at = what.find("invalid request (");
+  if (at == std::string::npos) return "";
+  const size_t from = at + 17, end = what.find("): ", from);
+  return end == std::string::npos ? "" : c_field_name(what.substr(from, end - from));
+}
+
 // The message of the current exception into g_error / g_field; returns its status.
 waste_status record_current_exception() {
   try {
@@ -65,6 +76,7 @@ waste_status record_current_exception() {
     return WASTE_ERROR_NO_MEMORY;
   } catch (const std::exception& e) {
     g_error = e.what();
+    g_field = compute_field(g_error);
     // The client says so when compute disconnected (engine_client.cpp, rpc_call's "gone").
     return g_error.find("went away") != std::string::npos ? WASTE_ERROR_DISCONNECTED : WASTE_ERROR;
   } catch (...) {
@@ -128,6 +140,8 @@ void fill_result(const waste::client::Result& res, waste_result* out) {
   std::memset(out, 0, sizeof(*out));
   out->prompt_tokens = res.prompt_tokens;
   out->cached_tokens = res.cached_tokens;
+  out->image_tokens = res.image_tokens;
+  out->image_seconds = res.image_seconds;
   out->tokens = res.tokens;
   out->prefill_seconds = res.prefill_seconds;
   out->decode_seconds = res.decode_seconds;
@@ -150,7 +164,24 @@ Json parse_json_field(const char* text, const std::string& field) {
   return j;
 }
 
-Json content_json(const waste_message& m, const std::string& w) {
+// An image part given as its file: where it is, to be put into the parsed request (the JSON
+// carries an empty URL in its place; bytes have no JSON form short of base64, which compute
+// would only decode again).
+struct ImageFile {
+  size_t message = 0, part = 0;
+  const waste_content_part* p = nullptr;
+};
+
+// One image part: a data: URL in text, or the file at (data, size); exactly one of them.
+Json image_part_json(const waste_content_part& p, const std::string& pw, bool& is_file) {
+  if (p.text && p.data) bad(pw + ".data", "give text (a data: URL) or data (the file), not both");
+  if (!p.text && !p.data) bad(pw + ".data", "an image part needs data (the file) or text (a data: URL)");
+  if (p.data && p.size == 0) bad(pw + ".size", "the image file is empty");
+  is_file = p.data != nullptr;
+  return {{"type", "image_url"}, {"image_url", {{"url", is_file ? "" : p.text}}}};
+}
+
+Json content_json(const waste_message& m, const std::string& w, size_t message, std::vector<ImageFile>& files) {
   if (m.n_parts == 0) return m.content ? Json(m.content) : Json(nullptr);
   if (m.content) bad(w + ".parts", "give content or parts, not both");
   need(m.parts, (w + ".parts").c_str());
@@ -158,12 +189,30 @@ Json content_json(const waste_message& m, const std::string& w) {
   for (size_t k = 0; k < m.n_parts; ++k) {
     const std::string pw = w + ".parts[" + std::to_string(k) + "]";
     const waste_content_part& p = m.parts[k];
-    if (!p.text) bad(pw + ".text", "must not be NULL");
-    if (p.kind == WASTE_PART_TEXT) parts.push_back({{"type", "text"}, {"text", p.text}});
-    else if (p.kind == WASTE_PART_IMAGE) parts.push_back({{"type", "image_url"}, {"image_url", {{"url", p.text}}}});
-    else bad(pw + ".kind", "must be WASTE_PART_TEXT or WASTE_PART_IMAGE");
+    if (p.kind == WASTE_PART_TEXT) {
+      if (!p.text) bad(pw + ".text", "must not be NULL");
+      if (p.data || p.size) bad(pw + ".data", "a text part has no data");
+      parts.push_back({{"type", "text"}, {"text", p.text}});
+    } else if (p.kind == WASTE_PART_IMAGE) {
+      bool is_file = false;
+      parts.push_back(image_part_json(p, pw, is_file));
+      if (is_file) files.push_back({message, k, &p});
+    } else {
+      bad(pw + ".kind", "must be WASTE_PART_TEXT or WASTE_PART_IMAGE");
+    }
   }
   return parts;
+}
+
+// The image files into the parsed request, at the parts the JSON left empty for them.
+void attach_image_files(waste::chat::ChatRequest& c, const std::vector<ImageFile>& files) {
+  for (const ImageFile& f : files) {
+    waste::require(f.message < c.messages.size() && f.part < c.messages[f.message].content.size() &&
+                       c.messages[f.message].content[f.part].kind == waste::chat::ContentPart::Kind::Image,
+                   "libwaste: the parsed request lost an image part");  // the parser keeps parts 1:1
+    const auto* b = static_cast<const uint8_t*>(f.p->data);
+    c.messages[f.message].content[f.part].data.assign(b, b + f.p->size);
+  }
 }
 
 Json tool_calls_json(const waste_message& m, const std::string& w) {
@@ -181,10 +230,10 @@ Json tool_calls_json(const waste_message& m, const std::string& w) {
   return calls;
 }
 
-Json message_json(const waste_message& m, const std::string& w) {
+Json message_json(const waste_message& m, const std::string& w, size_t index, std::vector<ImageFile>& files) {
   if (!m.role) bad(w + ".role", "is required");
   Json j = {{"role", m.role}};
-  Json content = content_json(m, w);
+  Json content = content_json(m, w, index, files);
   if (!content.is_null()) j["content"] = std::move(content);
   // A field is written only when set, so that the parser refuses it for a role without it.
   if (m.name) j["name"] = m.name;
@@ -223,11 +272,13 @@ std::string c_field_name(const std::string& param) {
   };
   if (auto f = renamed("tools", "tools_json", 0)) return *f;
   if (auto f = renamed("response_format", "response_format_json", 0)) return *f;
-  // messages[N].tools
+  // messages[N].tools, messages[N].content[K] (a part: parts[K] in the C struct)
   if (param.rfind("messages[", 0) == 0) {
     const size_t close = param.find("].");
-    if (close != std::string::npos)
+    if (close != std::string::npos) {
       if (auto f = renamed("tools", "tools_json", close + 2)) return *f;
+      if (param.compare(close + 2, 8, "content[") == 0) return param.substr(0, close + 2) + "parts" + param.substr(close + 9);
+    }
   }
   return param;
 }
@@ -236,7 +287,9 @@ waste::chat::ChatRequest chat_request_of(const waste_request& r) {
   Json j = Json::object();
   Json messages = Json::array();
   need(r.messages, "messages");
-  for (size_t i = 0; i < r.n_messages; ++i) messages.push_back(message_json(r.messages[i], "messages[" + std::to_string(i) + "]"));
+  std::vector<ImageFile> files;
+  for (size_t i = 0; i < r.n_messages; ++i)
+    messages.push_back(message_json(r.messages[i], "messages[" + std::to_string(i) + "]", i, files));
   j["messages"] = std::move(messages);
   if (r.tools_json) j["tools"] = parse_json_field(r.tools_json, "tools_json");
   if (r.tool_choice) j["tool_choice"] = tool_choice_json(r.tool_choice);
@@ -245,7 +298,9 @@ waste::chat::ChatRequest chat_request_of(const waste_request& r) {
   if (r.thinking_effort) j["thinking_effort"] = r.thinking_effort;
   j["add_generation_prompt"] = r.add_generation_prompt != 0;
   try {
-    return waste::chat::parse_chat_request(j);
+    waste::chat::ChatRequest c = waste::chat::parse_chat_request(j);
+    attach_image_files(c, files);
+    return c;
   } catch (const waste::chat::RequestError& e) {
     const std::string what = e.what();  // "PARAM: message"
     throw ArgumentError(c_field_name(e.param), what.substr(std::min(what.size(), e.param.size() + 2)));
@@ -276,7 +331,23 @@ PromptKind prompt_kind(const waste_request& r) {
   if (chat && r.n_messages == 0) bad("n_messages", "a chat needs at least one message");
   if (ids) need(r.ids, "ids");
   if (ids && r.n_ids == 0) bad("n_ids", "the prompt needs at least one id");
+  // A chat's images are in its parts, and a text prompt has no placeholder ids to take them.
+  if (!ids && (r.images || r.n_images > 0)) bad("images", "images go with an ids prompt (a chat's are image parts)");
   return chat ? PromptKind::Chat : text ? PromptKind::Text : PromptKind::Ids;
+}
+
+// An ids prompt's image files, copied (the request may outlive the caller's buffers only here).
+std::vector<std::vector<uint8_t>> images_of(const waste_request& r) {
+  std::vector<std::vector<uint8_t>> out;
+  if (r.n_images > 0) need(r.images, "images");
+  for (size_t i = 0; i < r.n_images; ++i) {
+    const std::string w = "images[" + std::to_string(i) + "]";
+    if (!r.images[i].data) bad(w + ".data", "must not be NULL");
+    if (r.images[i].size == 0) bad(w + ".size", "the image file is empty");
+    const auto* b = static_cast<const uint8_t*>(r.images[i].data);
+    out.emplace_back(b, b + r.images[i].size);
+  }
+  return out;
 }
 
 void set_sampling(const waste_sampling& p, waste::client::Request& q) {
@@ -314,8 +385,10 @@ waste::client::Request request_of(const waste_request& r) {
     case PromptKind::Ids:
       q.kind = waste::client::Request::Kind::Tokens;
       q.tokens.assign(r.ids, r.ids + r.n_ids);
+      q.images = images_of(r);
       break;
   }
+  q.image_patches = r.image_patches;  // compute checks the range (and names image_patches)
   set_sampling(r.sampling, q);
   return q;
 }
@@ -459,7 +532,9 @@ nlohmann::json info_json(const waste::client::Info& i) {
           {"max_queued", i.max_queued},
           {"budget_bytes", i.budget_bytes},
           {"trunk_bytes", i.trunk_bytes},
-          {"has_tokenizer", i.has_tokenizer}};
+          {"has_tokenizer", i.has_tokenizer},
+          {"vision", i.vision},
+          {"image_patches", i.image_patches}};
 }
 
 }  // namespace

@@ -27,6 +27,12 @@
  *     ... reply->reasoning, reply->content, reply->tool_calls[i].name / .arguments ...
  *     waste_reply_free(reply);
  *   }
+ *
+ * An image in a chat (a model with a vision tower: waste_info_json's "vision"): a part whose
+ * data is the encoded PNG or JPEG file, before the text it is about:
+ *   waste_content_part parts[2] = {{WASTE_PART_IMAGE, NULL, png, png_size}, {WASTE_PART_TEXT, "What is this?"}};
+ *   m[0].role = "user"; m[0].parts = parts; m[0].n_parts = 2;
+ *   ... reply->result.image_tokens: the prompt positions the image took ...
  */
 #ifndef WASTE_H
 #define WASTE_H
@@ -62,6 +68,8 @@ typedef struct {
   uint64_t hits, misses, bytes_read;
   char stop_reason[32];    /* max_tokens, stop_token, stop_string, context, cancelled */
   uint64_t cached_tokens;  /* of prompt_tokens, restored from compute's prompt cache (not prefilled) */
+  uint64_t image_tokens;   /* of prompt_tokens, the positions the request's images expanded into */
+  double image_seconds;    /* compute's vision tower on the request's images */
 } waste_result;
 
 /* The message of the last error on this thread ("" after a call that succeeded). */
@@ -125,11 +133,23 @@ typedef struct {
 } waste_tool_call;
 
 typedef enum { WASTE_PART_TEXT = 0, WASTE_PART_IMAGE = 1 } waste_part_kind;
-/* One part of a message's content (OpenAI's content parts). */
+/* One part of a message's content (OpenAI's content parts). An IMAGE part is either the encoded
+ * file itself (data, size: PNG or JPEG bytes, copied when the request is sent; text NULL) or a
+ * data: URL in text ("data:image/png;base64,..."; data NULL): compute fetches nothing, so an
+ * http(s) URL is refused. Images need a model with a vision tower: compute refuses them
+ * otherwise (WASTE_ERROR, waste_last_error_field() naming the part). */
 typedef struct {
   waste_part_kind kind;
-  const char* text;      /* TEXT: the text; IMAGE: the image's URL or data URL */
+  const char* text;      /* TEXT: the text; IMAGE: a data: URL, or NULL with data */
+  const void* data;      /* IMAGE: the encoded file, or NULL with text; TEXT: NULL */
+  size_t size;           /* bytes at data */
 } waste_content_part;
+
+/* An encoded image file (PNG or JPEG) for an ids prompt (waste_request.images). */
+typedef struct {
+  const void* data;
+  size_t size;
+} waste_image;
 
 /* One message. Fields a role does not have must be NULL / 0 (an error names the field
  * otherwise): reasoning and tool_calls are the assistant's, tool_call_id and tool the tool's,
@@ -187,6 +207,13 @@ typedef struct {
   const char* thinking_effort;      /* NULL: none; K3: "low", "high" or "max" */
   int add_generation_prompt;        /* 1 (default): the reply starts a new assistant turn */
   waste_sampling sampling;
+  /* An ids prompt's images, in order: each media placeholder id of ids (the model's
+   * media_placeholder_token_id, K3's <|media_pad|>) takes the next one and expands into its image
+   * tokens. A chat's images are image parts of its messages instead. */
+  const waste_image* images;
+  size_t n_images;
+  uint32_t image_patches;           /* patch budget per image (image tokens = patches / 4 at most);
+                                       0: compute's default (waste_info_json's "image_patches") */
 } waste_request;
 
 /* Everything NULL / 0 but add_generation_prompt = 1 and the sampling defaults (max_tokens 256,
@@ -284,7 +311,8 @@ void waste_logits_free(float* logits);
  * "prompt_tokens", "tokens", ...}) into buf. */
 waste_status waste_session_stats_json(waste_session* s, char* buf, size_t cap, size_t* len);
 /* What compute serves as JSON ({"model", "family", "chat_format", "vocab", "default_context",
- * "max_context", "max_sessions", "has_tokenizer", ...}) into buf. */
+ * "max_context", "max_sessions", "has_tokenizer", "vision", "image_patches", ...}) into buf.
+ * "vision": the model has a vision tower (requests may carry images). */
 waste_status waste_info_json(waste_client* c, char* buf, size_t cap, size_t* len);
 
 /* ==== Locally, from a container directory ================================================ */

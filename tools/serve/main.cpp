@@ -18,6 +18,7 @@
 #include "shared/container/format.h"
 #include "shared/util/error.h"
 #include "tools/libwaste/engine_client.h"
+#include "tools/serve/images.h"
 #include "tools/serve/openai.h"
 
 namespace {
@@ -30,10 +31,35 @@ struct Config {
   std::vector<std::string> api_keys;  // empty: no authentication
   std::string model_name;  // reported by /v1/models and in replies
   waste::serve::Limits limits;
+  waste::serve::ImageDir image_dir;  // --image-dir: where local image files may come from (off: none)
+  bool vision = false;     // the model has a vision tower (compute's info at start, for /v1/models)
 };
 
 std::atomic<uint64_t> g_request_id{1};
 httplib::Server* g_server = nullptr;
+// Images this server sent in requests that finished, their prompt positions and the seconds
+// compute's tower took on them (compute's own statistics do not count images).
+std::atomic<uint64_t> g_images{0}, g_image_tokens{0};
+std::atomic<double> g_image_seconds{0};
+
+void count_images(const waste::serve::ParsedRequest& p, const waste::client::Result& r) {
+  if (p.images.empty()) return;
+  g_images += p.images.size();
+  g_image_tokens += r.image_tokens;
+  g_image_seconds.fetch_add(r.image_seconds);
+}
+
+// A chat's images made ready before any header goes out (so a streamed request gets its 400 as
+// well): a model without a tower refuses them, each reference becomes the file's bytes, and
+// detail "low" sets the request's patch budget (never above compute's own default).
+void prepare_images(waste::serve::ParsedRequest& p, const waste::client::Info& info, const waste::serve::ImageDir& dir) {
+  if (p.images.empty()) return;
+  if (!info.vision)
+    throw waste::chat::RequestError(p.images[0].field, "this model has no vision tower: it takes no images");
+  waste::serve::load_images(p, dir);
+  if (p.stream) waste::serve::check_images_decode(p);
+  if (p.low_detail) p.request.image_patches = std::min(waste::serve::kLowDetailPatches, info.image_patches);
+}
 
 // Generated text may hold bytes that are not UTF-8 (a random model, a token cut mid-character):
 // they become U+FFFD rather than an exception.
@@ -209,6 +235,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
     const auto info = client->info();
     if (chat) {
       try {
+        prepare_images(*parsed, info, cfg.image_dir);
         const waste::tok::ChatFormat format = waste::tok::parse_chat_format_name(info.chat_format, "compute's chat format");
         if (format == waste::tok::ChatFormat::None) return send_error(res, {400, "this model has no chat format: use /v1/completions", "invalid_request_error", "messages", ""});
         waste::chat::render_prompt(format, parsed->request.chat);
@@ -252,6 +279,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
         reply.add(ev, parsed->request.logprobs);
         return true;
       });
+      count_images(*parsed, r);
       json choice = chat ? json{{"index", 0},
                                 {"message", reply.message()},
                                 {"logprobs", reply.logprobs_json()},
@@ -297,6 +325,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
         open = write(sse(head(std::move(choice))));
         return open;  // the HTTP client went away: stop generating
       });
+      count_images(*p, r);
       if (open) {
         json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", waste::serve::finish_reason(r)}}
                          : json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", waste::serve::finish_reason(r)}};
@@ -345,6 +374,12 @@ std::string metrics(const Config& cfg) {
   metric("waste_requests_total", "counter", "Generate requests finished.", e["requests"].get<double>());
   metric("waste_requests_failed_total", "counter", "Generate requests that failed.", e["failed"].get<double>());
   metric("waste_uptime_seconds", "gauge", "Seconds since compute started.", e["uptime_seconds"].get<double>());
+  metric("waste_images_total", "counter", "Images in answered requests (counted by this waste-serve since it started).",
+         double(g_images.load()));
+  metric("waste_image_tokens_total", "counter", "Prompt positions those images took (counted in prompt tokens).",
+         double(g_image_tokens.load()));
+  metric("waste_vision_seconds_total", "counter", "Seconds compute's vision tower ran on those images.",
+         g_image_seconds.load());
   const json& pc = e["prompt_cache"];
   metric("waste_prompt_cache_budget_bytes", "gauge", "Bytes the prompt cache may hold (0: off).",
          pc["budget_bytes"].get<double>());
@@ -368,7 +403,9 @@ std::string metrics(const Config& cfg) {
 int main(int argc, char** argv) {
   Config cfg;
   std::string connect = waste::client::default_run_dir(), listen = "127.0.0.1:8080";
-  size_t max_body = 1u << 20;
+  // A couple of 20 MB images fit: a data: URL is base64, 4/3 of the file (2 x 26.7 MB + text).
+  size_t max_body = 64u << 20;
+  std::string image_dir;
   int threads = 8;
   CLI::App app{"waste-serve: OpenAI-compatible HTTP server in front of waste-compute"};
   app.add_option("--connect", connect, "compute's run directory or socket (default: the default run dir)");
@@ -376,7 +413,12 @@ int main(int argc, char** argv) {
   app.add_option("--api-key", cfg.api_keys,
                  "require Authorization: Bearer KEY; repeat for several keys, each with a prompt cache of its own "
                  "(default: WASTE_API_KEY if set, several separated by commas)");
-  app.add_option("--max-body", max_body, "largest request body in bytes (1 MiB)");
+  app.add_option("--max-body", max_body,
+                 "largest request body in bytes (64 MiB: a couple of 20 MB images as data: URLs; each HTTP thread may "
+                 "hold one body)");
+  app.add_option("--max-prompt-bytes", cfg.limits.max_prompt_bytes, "largest text of a prompt in bytes (1 MiB)");
+  app.add_option("--image-dir", image_dir,
+                 "let image_url parts name local files (file:///... or a path) under this directory only; off by default");
   app.add_option("--threads", threads, "HTTP worker threads (8)");
   app.add_option("--model-name", cfg.model_name, "model id reported to clients (default: the container's name)");
   CLI11_PARSE(app, argc, argv);
@@ -388,7 +430,13 @@ int main(int argc, char** argv) {
         if (!key.empty()) cfg.api_keys.push_back(key);
     }
   cfg.address = waste::client::engine_address(connect);
-  cfg.limits.max_prompt_bytes = max_body;
+  try {
+    if (!image_dir.empty()) cfg.image_dir = waste::serve::ImageDir(image_dir);
+  } catch (const std::exception& e) {
+    spdlog::error("serve: {}", e.what());
+    return 2;
+  }
+  cfg.limits.local_images = cfg.image_dir.enabled();
 
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) {
@@ -402,6 +450,7 @@ int main(int argc, char** argv) {
     const auto info = c.info();
     if (cfg.model_name.empty()) cfg.model_name = std::filesystem::path(info.model).filename().string();
     if (cfg.model_name.empty()) cfg.model_name = "waste";
+    cfg.vision = info.vision;
     spdlog::info("serve: compute at {}: {} ({}), context {}", cfg.address, cfg.model_name, info.family,
                  info.default_context);
   } catch (const std::exception& e) {
@@ -438,7 +487,8 @@ int main(int argc, char** argv) {
   svr.Post("/v1/completions", [&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, false); });
   svr.Get("/v1/models", [&](const httplib::Request& q, httplib::Response& r) {
     if (!authorized(cfg, q, r)) return;
-    json m = {{"id", cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "waste"}};
+    // "vision" (an extension): image_url content parts are taken.
+    json m = {{"id", cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "waste"}, {"vision", cfg.vision}};
     r.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
   });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& r) {

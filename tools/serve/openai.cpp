@@ -1,7 +1,9 @@
 #include "tools/serve/openai.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <string_view>
 
 namespace waste::serve {
 
@@ -28,6 +30,78 @@ double number(const chat::Json& body, const char* name, double lo, double hi) {
 }
 
 bool present(const chat::Json& body, const char* name) { return body.contains(name) && !body[name].is_null(); }
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
+}
+
+// What an image reference is, checked without I/O: a data: URL (false) or a local file (true:
+// a file:// URL or a path, only with --image-dir). The server fetches nothing, so an http(s)
+// URL is refused, and so is any other scheme.
+bool is_local_file(const std::string& url, const std::string& field, const Limits& limits) {
+  if (url.empty()) throw Bad{field, "the image URL is empty"};
+  if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://"))
+    throw Bad{field, "the server fetches nothing: send the image as a data: URL (data:image/png;base64,...)"};
+  if (starts_with_nocase(url, "data:")) return false;
+  if (!starts_with_nocase(url, "file://") && url.find("://") != std::string::npos)
+    throw Bad{field, "an image URL must be a data: URL (data:image/png;base64,...)"};
+  if (!limits.local_images)
+    throw Bad{field, "this server reads no local image files (waste-serve --image-dir DIR allows them): send a data: URL"};
+  return true;
+}
+
+// image_url.detail: true for "low", false for "auto", "high" or none given.
+bool low_detail(const chat::Json& image_url, const std::string& field) {
+  if (!image_url.is_object() || !image_url.contains("detail") || image_url["detail"].is_null()) return false;
+  const chat::Json& d = image_url["detail"];
+  if (d == "low") return true;
+  if (d == "auto" || d == "high") return false;
+  throw Bad{field, "detail must be \"auto\", \"low\" or \"high\""};
+}
+
+// The image parts of a parsed chat, with the names the client gave them (from the raw JSON:
+// the parser keeps content parts one for one). The patch budget is per request, so every image
+// must ask for the same detail.
+std::vector<ImagePart> image_parts(const chat::Json& messages, const chat::ChatRequest& c, const Limits& limits,
+                                   bool* all_low) {
+  std::vector<ImagePart> out;
+  for (size_t i = 0; i < c.messages.size(); ++i)
+    for (size_t k = 0; k < c.messages[i].content.size(); ++k) {
+      if (c.messages[i].content[k].kind != chat::ContentPart::Kind::Image) continue;
+      const chat::Json& raw = messages[i]["content"][k];
+      ImagePart ip;
+      ip.message = i;
+      ip.part = k;
+      ip.field = "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
+      bool low = false;
+      if (raw["type"] == "image_url") {
+        const chat::Json& u = raw["image_url"];
+        ip.url_field = ip.field + (u.is_string() ? ".image_url" : ".image_url.url");
+        low = low_detail(u, ip.field + ".image_url.detail");
+      } else {
+        ip.url_field = ip.field + ".image";  // K3's own {"type": "image", "image": URL}
+      }
+      ip.local_file = is_local_file(c.messages[i].content[k].text, ip.url_field, limits);
+      if (!out.empty() && low != *all_low)
+        throw Bad{ip.field + ".image_url.detail", "every image of a request takes the same detail (the patch budget is "
+                                                  "per request): this one differs from " + out[0].field + "'s"};
+      *all_low = low;
+      out.push_back(std::move(ip));
+    }
+  return out;
+}
+
+// A completion's prompt that holds content parts with images: said plainly, images are a chat's.
+bool has_image_parts(const chat::Json& prompt) {
+  if (!prompt.is_array()) return false;
+  for (const chat::Json& x : prompt)
+    if (x.is_object() && (x.value("type", "") == "image_url" || x.value("type", "") == "image" || x.contains("image_url")))
+      return true;
+  return false;
+}
 
 }  // namespace
 
@@ -68,13 +142,10 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
         throw Bad{e.param, e.what()};
       }
       if (r.chat.image_prompts) throw Bad{"image_prompts", "image_prompts are made by the server from image content parts"};
-      for (size_t i = 0; i < r.chat.messages.size(); ++i)
-        for (const auto& part : r.chat.messages[i].content) {
-          if (part.kind == chat::ContentPart::Kind::Image)
-            throw Bad{"messages[" + std::to_string(i) + "].content",
-                      "image input is not supported yet (the vision tower is not in this build)"};
-          p.prompt_text += part.text;
-        }
+      p.images = image_parts(j["messages"], r.chat, limits, &p.low_detail);
+      for (const auto& m : r.chat.messages)
+        for (const auto& part : m.content)
+          if (part.kind == chat::ContentPart::Kind::Text) p.prompt_text += part.text;
       if (present(j, "parallel_tool_calls")) p.parallel_tool_calls = j["parallel_tool_calls"].get<bool>();
       if (present(j, "logprobs")) {
         if (!j["logprobs"].is_boolean()) throw Bad{"logprobs", "logprobs must be a boolean"};
@@ -89,6 +160,9 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     } else {
       if (!j.contains("prompt")) throw Bad{"prompt", "prompt is required"};
       const auto& pr = j["prompt"];
+      if (has_image_parts(pr))
+        throw Bad{"prompt", "/v1/completions takes no images: send them as image_url content parts of "
+                            "/v1/chat/completions messages"};
       if (pr.is_string()) {
         r.text = pr.get<std::string>();
       } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
@@ -193,10 +267,12 @@ const char* finish_reason(const client::Result& r) {
 
 nlohmann::json usage_json(const client::Result& r) {
   // As OpenAI reports prompt caching: the prompt tokens that were not computed again.
+  nlohmann::json details = {{"cached_tokens", r.cached_tokens}};
+  if (r.image_tokens > 0) details["image_tokens"] = r.image_tokens;
   return {{"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.tokens},
           {"total_tokens", r.prompt_tokens + r.tokens},
-          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+          {"prompt_tokens_details", std::move(details)}};
 }
 
 }  // namespace waste::serve

@@ -17,8 +17,24 @@ struct ApiError {
 };
 nlohmann::json error_body(const ApiError& e);
 
+// An image content part of a chat request: where it is in request.chat, and how the client named
+// it. Its reference (request.chat's part text: a data: URL or a file under --image-dir) becomes
+// the file's bytes in load_images (images.h) before the request goes to compute.
+struct ImagePart {
+  size_t message = 0, part = 0;  // request.chat.messages[message].content[part]
+  std::string field;             // "messages[i].content[j]": the image (errors about its content)
+  std::string url_field;         // "messages[i].content[j].image_url.url": its reference
+  bool local_file = false;       // a file:// URL or a path (needs --image-dir), else a data: URL
+};
+
+// detail "low": the request's images take at most this many patches (64 image tokens each)
+// instead of compute's default; "high" and "auto" take the default.
+constexpr uint32_t kLowDetailPatches = 256;
+
 struct ParsedRequest {
   client::Request request;
+  std::vector<ImagePart> images;  // a chat's image parts, in prompt order
+  bool low_detail = false;        // every image asked for detail "low"
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool parallel_tool_calls = true;  // false: only the reply's first tool call is returned
@@ -27,7 +43,8 @@ struct ParsedRequest {
 
 struct Limits {
   uint32_t max_tokens_cap = 1u << 16;  // largest max_tokens accepted
-  size_t max_prompt_bytes = 1u << 20;
+  size_t max_prompt_bytes = 1u << 20;  // of text (images are bounded by the body and by compute)
+  bool local_images = false;           // --image-dir given: file:// URLs and paths may name images
 };
 
 // Parses a body of /v1/chat/completions (chat = true) or /v1/completions. Returns the request
@@ -38,6 +55,8 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
 // finish_reason of a finished generation: length, tool_calls (the reply ends in calls) or stop.
 const char* finish_reason(const client::Result& r);
 
+// OpenAI's usage; prompt_tokens_details.image_tokens (an extension: the prompt positions the
+// images took, counted in prompt_tokens) only when there were some.
 nlohmann::json usage_json(const client::Result& r);
 
 }  // namespace waste::serve

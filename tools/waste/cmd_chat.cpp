@@ -9,6 +9,10 @@
 // prompt, SIGTERM and SIGHUP leave (after stopping a private instance). The handler only sets flags
 // and writes to a self-pipe that the prompt's poll() watches, so no signal is lost between a
 // check and a blocking read.
+// Images: `/image FILE` attaches a PNG or JPEG to the next message (its size, and its image
+// tokens when the container can be opened here, are printed; `/image` alone lists the pending
+// ones and drops them); `--image FILE` attaches to the first message. --image-patches N is
+// their patch budget. A model without a vision tower refuses /image at once.
 // A reply is parsed by compute (shared/reply/) and shown by ReplyOutput below, which
 // `waste run --chat` shares: content on stdout, reasoning apart from it, tool calls as JSON.
 #include <fcntl.h>
@@ -33,6 +37,7 @@
 #include "shared/util/progress.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/waste/commands.h"
+#include "tools/waste/image_input.h"
 #include "tools/waste/private_instance.h"
 #include "tools/waste/running_instance.h"
 
@@ -231,23 +236,66 @@ struct ChatOptions {
   client::Request sampling;
   bool stats = false, private_engine = false;
   bool no_thinking = false;  // --no-thinking: K3 answers without its think channel
+  std::vector<std::string> images;  // --image: attached to the first message
+  int image_patches = 0;            // --image-patches; 0: the instance's default
 };
 
+// The images waiting for the next user message (/image), and what is needed to describe them.
+struct PendingImages {
+  std::vector<ImageFile> files;
+  bool vision = false;               // the instance's model has a tower
+  uint32_t default_patches = 0;      // the instance's budget when --image-patches is not given
+  std::string model;                 // the container compute serves (opened here to count tokens)
+  std::unique_ptr<LocalVision> local;
+  bool local_tried = false;
+};
+
+// Reads and checks one image for the next message, and says what it will take.
+void attach_image(PendingImages& p, const std::string& path, int image_patches) {
+  require(p.vision, "chat: /image " + path + ": the model " + p.model + " has no vision tower");
+  ImageFile f = read_image_file(path);
+  if (!p.local_tried) p.local = LocalVision::open(p.model), p.local_tried = true;
+  const int budget = image_patches > 0 ? image_patches : int(p.default_patches);
+  std::string tokens = "its image tokens are counted after the reply";
+  if (p.local) tokens = std::to_string(p.local->tokens(f, budget)) + " image tokens";
+  std::printf("(image %s: %dx%d, %s; attached to the next message)\n", path.c_str(), f.width, f.height, tokens.c_str());
+  p.files.push_back(std::move(f));
+}
+
+// `/image` alone: the pending images are listed and dropped.
+void clear_images(PendingImages& p) {
+  if (p.files.empty()) return (void)std::puts("(no pending images; /image FILE attaches one to the next message)");
+  std::string names;
+  for (const ImageFile& f : p.files) names += " " + f.path;
+  std::printf("(dropped %zu pending image%s:%s)\n", p.files.size(), p.files.size() == 1 ? "" : "s", names.c_str());
+  p.files.clear();
+}
+
 std::string figures(const client::Result& r) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "[%llu+%llu tokens, prefill %.2f s, %.1f tok/s, experts %llu hits / %llu misses, %.3f GB, %s]",
-                (unsigned long long)r.prompt_tokens, (unsigned long long)r.tokens, r.prefill_seconds, r.tok_per_s,
+  char images[96] = "";
+  if (r.image_tokens > 0)
+    std::snprintf(images, sizeof images, " (%llu image tokens, vision %.2f s)", (unsigned long long)r.image_tokens,
+                  r.image_seconds);
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "[%llu+%llu tokens%s, prefill %.2f s, %.1f tok/s, experts %llu hits / %llu misses, %.3f GB, %s]",
+                (unsigned long long)r.prompt_tokens, (unsigned long long)r.tokens, images, r.prefill_seconds, r.tok_per_s,
                 (unsigned long long)r.hits, (unsigned long long)r.misses, double(r.bytes_read) / 1e9,
                 r.stop_reason.c_str());
   return buf;
 }
 
-client::Result turn(client::Session& s, const ChatOptions& o, const std::string& user, bool first) {
+// One user turn; `images` go in the user message before its text.
+client::Result turn(client::Session& s, const ChatOptions& o, const std::string& user, bool first,
+                    const std::vector<ImageFile>& images = {}) {
   client::Request r = o.sampling;
   std::vector<std::pair<std::string, std::string>> msgs;
   if (first && !o.system.empty()) msgs.emplace_back("system", o.system);
   msgs.emplace_back("user", user);
   r.set_chat(msgs);
+  if (!images.empty()) {
+    r.chat.messages.back() = user_message_with_images(images, user);
+    r.image_patches = uint32_t(o.image_patches);
+  }
   // Only when asked: the kimi format has no thinking channel and refuses an explicit "on".
   if (o.no_thinking) {
     r.chat.thinking = false;
@@ -283,8 +331,14 @@ std::string absolute_path(const std::string& p) {
 
 // The conversation on an open session. Returns the signal that ended it (0: /quit or stdin ended).
 int converse(client::Client& c, client::Session& s, const ChatOptions& o) {
+  PendingImages pending;
+  const client::Info info = c.info();
+  pending.vision = info.vision;
+  pending.default_patches = info.image_patches;
+  pending.model = info.model;
+  for (const std::string& path : o.images) attach_image(pending, path, o.image_patches);
   if (!o.prompt.empty()) {
-    const client::Result r = turn(s, o, o.prompt, true);
+    const client::Result r = turn(s, o, o.prompt, true, pending.files);
     std::fprintf(stderr, "%s\n", figures(r).c_str());
     if (o.stats) std::fprintf(stderr, "%s\n", c.stats().dump(2).c_str());
     if (g_quit.load()) return g_quit_signal.load();
@@ -316,10 +370,19 @@ int converse(client::Client& c, client::Session& s, const ChatOptions& o) {
         std::printf("(loaded %llu tokens, %s, in %.2f s)\n", (unsigned long long)r.tokens,
                     format_bytes(double(r.bytes)).c_str(), r.seconds);
         first = false;
+      } else if (line == "/image") {
+        clear_images(pending);
+      } else if (line.rfind("/image ", 0) == 0) {
+        std::string path = line.substr(7);
+        while (!path.empty() && path.back() == ' ') path.pop_back();
+        attach_image(pending, path, o.image_patches);
       } else if (line[0] == '/') {
-        std::puts("commands: /reset /stats /save PATH /load PATH /quit");
+        std::puts("commands: /reset /stats /save PATH /load PATH /image [FILE] /quit");
       } else {
-        const client::Result r = turn(s, o, line, first);
+        // The images belong to this message, whether or not it is answered.
+        const std::vector<ImageFile> images = std::move(pending.files);
+        pending.files.clear();
+        const client::Result r = turn(s, o, line, first, images);
         first = false;
         if (r.stop_reason == "cancelled") std::fputs("(cancelled)\n", stderr);
         if (tty) std::fprintf(stderr, "%s\n", figures(r).c_str());
@@ -387,8 +450,9 @@ void register_chat_command(CLI::App& app) {
       "--model). Else, given --model M (or with --private), a private instance: waste-iod and waste-compute in a\n"
       "temporary run directory, started for this chat and stopped when it ends (also on Ctrl-C at the prompt,\n"
       "SIGTERM or an error). Replies go to stdout, status and figures to stderr.\n"
-      "Interactive commands: /reset /stats /save PATH /load PATH /quit. Ctrl-C during a reply cancels the reply\n"
-      "and keeps the conversation; Ctrl-C at the prompt leaves.\n" +
+      "Interactive commands: /reset /stats /save PATH /load PATH /quit, and /image FILE (a PNG or JPEG for the\n"
+      "next message, before its text; its size and image tokens are printed; /image alone lists and drops the\n"
+      "pending ones). Ctrl-C during a reply cancels the reply and keeps the conversation; Ctrl-C at the prompt leaves.\n" +
       std::string(reply_output_help()));
   cmd->add_option("prompt", o->prompt, "One message; without it, an interactive conversation");
   cmd->add_option("--model", o->model, "Container (.waste) to chat with: the running instance must serve it, else a private one runs it");
@@ -403,6 +467,10 @@ void register_chat_command(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed");
   cmd->add_flag("--stats", o->stats, "Print the engine's statistics after a one-shot reply");
   cmd->add_flag("--no-thinking", o->no_thinking, "Answer without thinking (K3: the prompt opens the response channel)");
+  cmd->add_option("--image", o->images, "A PNG or JPEG for the first message, before its text (repeatable; as /image)");
+  cmd->add_option("--image-patches", o->image_patches,
+                  "Patch budget per image (default: the instance's, 1024: at most 256 image tokens)")
+      ->check(CLI::Range(4, 16384));
   cmd->callback([o] {
     const int sig = run_chat(*o);
     if (sig != 0) {

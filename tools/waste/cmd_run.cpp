@@ -10,6 +10,11 @@
 // process InProcessReply does what compute does (a chat's reply parsed by shared/reply/, a plain
 // completion without its special ids). A chat reply is shown as `waste chat` shows one
 // (ReplyOutput, cmd_chat.cpp): reasoning apart, tool calls as JSON.
+// `--image FILE` (repeatable, needs --chat: an image is part of a chat message) puts the images
+// in the user message before the prompt's text (tools/waste/image_input.h); `--image-patches N`
+// is their patch budget. Through an instance compute runs the tower; in this process the engine
+// does (Engine::with_images), after the same checks.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -23,6 +28,7 @@
 #include "shared/util/error.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
+#include "tools/waste/image_input.h"
 #include "tools/waste/running_instance.h"
 
 namespace waste::cli {
@@ -39,17 +45,31 @@ struct RunOptions {
   std::string connect;
   bool private_engine = false;
   bool context_given = false;  // --ctx on the command line: asked of a running instance too
+  std::vector<std::string> image_paths;  // --image (needs --chat)
+  int image_patches = 0;                 // --image-patches; 0: the engine's default
+};
+
+// What the images of a run took, for the figures line.
+struct ImageFigures {
+  size_t images = 0;
+  uint64_t tokens = 0;
+  double seconds = 0;
 };
 
 // The line after the text, on stderr: the same figures whichever way the engine ran.
 void print_figures(uint64_t tokens, double decode_s, double tok_per_s, uint64_t prompt_tokens, double prefill_s,
-                   uint64_t hits, uint64_t misses, uint64_t bytes, const std::string& path, const std::string& stop) {
+                   uint64_t hits, uint64_t misses, uint64_t bytes, const std::string& path, const std::string& stop,
+                   const ImageFigures& img = {}) {
   std::printf("\n");
   std::fflush(stdout);  // the text line ends before the figures (on stderr) start
+  char images[128] = "";
+  if (img.images > 0)
+    std::snprintf(images, sizeof images, ", %llu of them for %zu image%s (vision tower %.2f s)",
+                  (unsigned long long)img.tokens, img.images, img.images == 1 ? "" : "s", img.seconds);
   std::fprintf(stderr,
-               "%llu tokens, %.2f s, %.2f tok/s (prompt %llu tokens in %.2f s), experts: %llu hits / %llu misses, "
+               "%llu tokens, %.2f s, %.2f tok/s (prompt %llu tokens%s in %.2f s), experts: %llu hits / %llu misses, "
                "%.3f GB read [%s; stop: %s]\n",
-               (unsigned long long)tokens, decode_s, tok_per_s, (unsigned long long)prompt_tokens, prefill_s,
+               (unsigned long long)tokens, decode_s, tok_per_s, (unsigned long long)prompt_tokens, images, prefill_s,
                (unsigned long long)hits, (unsigned long long)misses, double(bytes) / 1e9, path.c_str(), stop.c_str());
 }
 
@@ -58,13 +78,15 @@ void stream_text(std::string_view text) {
   std::fflush(stdout);
 }
 
-// The chat request of --chat: [system,] user, and thinking only when --no-thinking turned it
-// off (the kimi format has no thinking channel and refuses an explicit "on").
-chat::ChatRequest chat_request(const RunOptions& o) {
+// The chat request of --chat: [system,] user (its images before its text), and thinking only
+// when --no-thinking turned it off (the kimi format has no thinking channel and refuses an
+// explicit "on").
+chat::ChatRequest chat_request(const RunOptions& o, const std::vector<ImageFile>& images) {
   std::vector<std::pair<std::string, std::string>> msgs;
   if (!o.system.empty()) msgs.emplace_back("system", o.system);
   msgs.emplace_back("user", o.prompt);
   chat::ChatRequest r = chat::simple_chat(msgs);
+  if (!images.empty()) r.messages.back() = user_message_with_images(images, o.prompt);
   if (o.no_thinking) {
     r.thinking = false;
     r.thinking_given = true;
@@ -74,11 +96,16 @@ chat::ChatRequest chat_request(const RunOptions& o) {
 
 // Through a running instance: the same prompt (compute adds bos to a plain prompt opening a
 // session, as the in-process path does) and the same output.
-void run_connected(const RunOptions& o, RunningInstance& inst) {
+void run_connected(const RunOptions& o, RunningInstance& inst, const std::vector<ImageFile>& images) {
+  // Said here rather than by compute, whose refusal would name a message part, not the file.
+  require(images.empty() || inst.info.vision,
+          "run: --image " + (images.empty() ? std::string() : images[0].path) + ": the model of the instance at " +
+              inst.where + " has no vision tower");
   client::Request r;
   if (o.chat) {
     r.kind = client::Request::Kind::Chat;
-    r.chat = chat_request(o);
+    r.chat = chat_request(o, images);
+    r.image_patches = uint32_t(o.image_patches);
   } else {
     r.kind = client::Request::Kind::Text;
     r.text = o.prompt;
@@ -110,7 +137,8 @@ void run_connected(const RunOptions& o, RunningInstance& inst) {
     });
   }
   print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens, st.prefill_seconds, st.hits, st.misses,
-                st.bytes_read, "instance at " + inst.where + ": " + inst.info.expert_path, st.stop_reason);
+                st.bytes_read, "instance at " + inst.where + ": " + inst.info.expert_path, st.stop_reason,
+                {images.size(), st.image_tokens, st.image_seconds});
 }
 
 // A reply generated in this process, read as compute reads one
@@ -176,25 +204,57 @@ class InProcessReply {
 };
 
 GenerateStats generate_in_process(Engine& e, Session& s, const std::vector<int32_t>& prompt, const RunOptions& o,
-                                  const chat::ChatRequest* chat) {
+                                  const chat::ChatRequest* chat, std::span<const ImageRun> images) {
   InProcessReply reply(e.tokenizer(), chat, o.sampling.stop);
   SamplingParams sp = o.sampling;
   sp.stop.clear();  // matched by InProcessReply in the content
   // id -1 is Engine::generate's held-back raw text: InProcessReply holds its own (finish()).
-  GenerateStats st = e.generate(s, prompt, sp, [&](int32_t id, std::string_view) { return id < 0 || reply.token(id); });
+  GenerateStats st = e.generate(s, prompt, sp, [&](int32_t id, std::string_view) { return id < 0 || reply.token(id); },
+                                images);
   if (reply.stopped()) st.stop_reason = "stop_string";  // Engine::generate saw the callback stop it
   reply.finish();
   return st;
 }
 
-void run_in_process(const RunOptions& o) {
+// A chat's images in this process, as compute does it (rpc_server.cpp): each image part
+// renders as its media markup (which names the file's size), then the tower runs and each
+// placeholder expands into the image's positions. `prompt` becomes the expanded ids.
+MediaPrompt images_in_process(Engine& e, chat::ChatRequest& request, const std::vector<ImageFile>& images,
+                              int max_patches, std::vector<int32_t>& prompt) {
+  require(e.vision().available(), "run: --image " + images[0].path + ": " + e.container().dir() + " has no vision tower");
+  // The markup names the decoded size only (read_image_file has it): no second decode for it.
+  request.image_prompts.emplace();
+  for (const ImageFile& f : images) {
+    PreparedImage size_only;
+    size_only.width = f.width;
+    size_only.height = f.height;
+    request.image_prompts->push_back(size_only.prompt_markup());
+  }
+  prompt = e.encode_chat(request);
+  std::vector<std::vector<uint8_t>> files;
+  for (const ImageFile& f : images) files.push_back(f.bytes);
+  MediaPrompt m = e.with_images(prompt, files, "--image", max_patches);
+  prompt = m.ids;
+  return m;
+}
+
+void run_in_process(const RunOptions& o, const std::vector<ImageFile>& images) {
   EngineHandle h(o.engine);
   Engine& e = h.engine();
   std::vector<int32_t> prompt;
   std::optional<chat::ChatRequest> request;
+  MediaPrompt media;
+  ImageFigures img;
   if (o.chat) {
-    request = chat_request(o);
-    prompt = e.encode_chat(*request);
+    request = chat_request(o, images);
+    if (images.empty()) {
+      prompt = e.encode_chat(*request);
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      media = images_in_process(e, *request, images, o.image_patches, prompt);
+      img = {images.size(), uint64_t(media.image_tokens()),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+    }
   } else {
     prompt = e.encode(o.prompt);
     // A plain prompt starts with bos when the tokenizer asks for one.
@@ -205,15 +265,21 @@ void run_in_process(const RunOptions& o) {
   Session s = e.new_session();
   if (!o.chat) std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
-  const GenerateStats st = generate_in_process(e, s, prompt, o, request ? &*request : nullptr);
+  const GenerateStats st = generate_in_process(e, s, prompt, o, request ? &*request : nullptr, media.images);
   print_figures(uint64_t(st.tokens), st.decode_seconds, st.decode_tok_per_s(), uint64_t(st.prompt_tokens),
                 st.prefill_seconds, st.experts.hits, st.experts.misses, st.experts.bytes_read, h.expert_path(),
-                st.stop_reason);
+                st.stop_reason, img);
 }
 
 void run_generate(const RunOptions& o) {
   require(!o.no_thinking || o.chat, "run: --no-thinking needs --chat");
   require(!(!o.chat && !o.system.empty()), "run: --system needs --chat");
+  // An image is a part of a chat message; a plain completion has nowhere to put it.
+  require(o.image_paths.empty() || o.chat, "run: --image needs --chat (the images go in the user message)");
+  require(o.image_patches == 0 || !o.image_paths.empty(), "run: --image-patches needs --image");
+  // Read and checked before any engine starts: a missing file or a bad image fails at once.
+  std::vector<ImageFile> images;
+  for (const std::string& p : o.image_paths) images.push_back(read_image_file(p));
   const EngineCliOptions& e = o.engine;
   const bool private_only = o.private_engine || e.no_iod || !e.run_dir.empty() || !e.budget.empty() || e.slots > 0 ||
                             e.working_sets > 0;
@@ -221,9 +287,9 @@ void run_generate(const RunOptions& o) {
           "run: --connect talks to a running instance; --private/--run-dir/--no-iod/--budget/--slots/--working-sets "
           "describe an engine in this process: use one or the other");
   if (!private_only) {
-    if (auto inst = find_running_instance(o.connect, o.engine.model)) return run_connected(o, *inst);
+    if (auto inst = find_running_instance(o.connect, o.engine.model)) return run_connected(o, *inst, images);
   }
-  run_in_process(o);
+  run_in_process(o, images);
 }
 
 }  // namespace
@@ -237,6 +303,8 @@ void register_run_command(CLI::App& app) {
       "$XDG_RUNTIME_DIR/waste, else /tmp/waste-UID) when one answers there and serves MODEL; else (or with\n"
       "--private, --run-dir, --no-iod, --budget, --slots, --working-sets) the engine runs in this process, with a\n"
       "private waste-iod unless --run-dir has one or --no-iod. The text goes to stdout, the figures to stderr.\n"
+      "--image FILE (with --chat, repeatable) puts a PNG or JPEG in the user message before the text; the model needs a\n"
+      "vision tower; the figures then say how many prompt tokens the images took.\n"
       "With --chat the reply is parsed in the model's chat format, the same way either way: " +
       std::string(reply_output_help()));
   add_engine_options(cmd, o->engine);
@@ -254,6 +322,13 @@ void register_run_command(CLI::App& app) {
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (user turn + assistant prompt)");
   cmd->add_option("--system", o->system, "System message with --chat");
   cmd->add_flag("--no-thinking", o->no_thinking, "With --chat: answer without thinking (K3: the prompt opens the response channel)");
+  cmd->add_option("--image", o->image_paths,
+                  "With --chat: a PNG or JPEG file for the user message, before its text (repeatable; the model needs "
+                  "a vision tower)");
+  cmd->add_option("--image-patches", o->image_patches,
+                  "Patch budget per image (default 1024, the instance's own through one: at most 256 image tokens; "
+                  "each costs a text token's prefill)")
+      ->check(CLI::Range(4, 16384));
   cmd->callback([o, cmd] {
     o->context_given = cmd->count("--ctx") > 0;
     run_generate(*o);

@@ -70,18 +70,23 @@ std::string capture_supervisor(const std::vector<std::string>& args, int* status
 
 void register_up_commands(CLI::App& app) {
   struct UpOptions {
-    std::string model, budget, http, run_dir, prompt_cache;
+    std::string model, budget, http, run_dir, prompt_cache, image_dir;
     bool foreground = false;
-    int ctx = 0, threads = 0, max_sessions = 0, max_batch = -1;
+    int ctx = 0, threads = 0, max_sessions = 0, max_batch = -1, image_patches = 0;
   };
   auto o = std::make_shared<UpOptions>();
   CLI::App* up = app.add_subcommand("up", "Start an instance (iod, compute, optionally HTTP) under the supervisor");
   up->add_option("model", o->model, "Container directory (.waste)")->required();
   up->add_option("--budget", o->budget, "Expert cache budget (48G, ...; default: the memory planner's)");
   up->add_option("--http", o->http, "Also serve the OpenAI API on HOST:PORT (e.g. 127.0.0.1:8080)");
+  up->add_option("--image-dir", o->image_dir,
+                 "With --http: image_url parts may name local files (file:///...) under this directory only (off by default)");
   up->add_option("--run-dir", o->run_dir, "Run directory (default: WASTE_RUN_DIR, $XDG_RUNTIME_DIR/waste, /tmp/waste-UID)");
   up->add_flag("--foreground", o->foreground, "Keep the supervisor attached (for service managers)");
   up->add_option("--ctx", o->ctx, "Session context in tokens");
+  up->add_option("--image-patches", o->image_patches,
+                 "Patch budget per image (1024: at most 256 image tokens; each costs a text token's prefill)")
+      ->check(CLI::Range(4, 16384));
   up->add_option("--threads", o->threads, "Compute threads");
   up->add_option("--max-sessions", o->max_sessions, "Open sessions at most");
   up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)");
@@ -91,8 +96,10 @@ void register_up_commands(CLI::App& app) {
     std::vector<std::string> a = {"up", o->model, "--run-dir", o->run_dir.empty() ? client::default_run_dir() : o->run_dir};
     if (!o->budget.empty()) a.insert(a.end(), {"--budget", o->budget});
     if (!o->http.empty()) a.insert(a.end(), {"--http", o->http});
+    if (!o->image_dir.empty()) a.insert(a.end(), {"--image-dir", o->image_dir});
     if (o->foreground) a.push_back("--foreground");
     if (o->ctx) a.insert(a.end(), {"--ctx", std::to_string(o->ctx)});
+    if (o->image_patches) a.insert(a.end(), {"--image-patches", std::to_string(o->image_patches)});
     if (o->threads) a.insert(a.end(), {"--threads", std::to_string(o->threads)});
     if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
     if (o->max_batch >= 0) a.insert(a.end(), {"--max-batch", std::to_string(o->max_batch)});
