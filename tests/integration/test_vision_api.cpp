@@ -323,6 +323,16 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
       check_400(post(url, req.dump(), tmp.path()), "messages[0].content[0]");
     }
     CHECK(post(url, chat_with({image_part(data_url(good))}).dump(), tmp.path()).status == 200);
+    // The same file through the CLI: a clear error naming it, no crash (exit 1, not a signal).
+    const std::string file = tmp / "bad.img";
+    write_bytes(file, bytes);
+    const auto v = run_command(waste_bin() + " vision " + inst.model() + " --image " + file);
+    CHECK(v.status == 1);
+    CHECK_MESSAGE(v.output.find(file) != std::string::npos, v.output);
+    const auto r = run_command(waste_bin() + " run " + inst.model() + " 'What?' --chat -n 2 --image " + file +
+                               " --connect " + inst.run_dir());
+    CHECK(r.status == 1);
+    CHECK_MESSAGE(r.output.find("bad.img") != std::string::npos, r.output);
   }
   // References the server does not take, and fields it does not know.
   check_400(post(url, chat_with({image_part("https://example.com/cat.png")}).dump(), tmp.path()),
