@@ -6,6 +6,7 @@
 #include "compute/model/container_weights.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste {
 
@@ -71,10 +72,11 @@ Engine::Engine(const EngineOptions& options) : options_(options), container_(Con
   }
   VisionOptions vo;
   vo.verify_checksums = options_.verify_checksums;
+  vo.threads = ThreadPool::global().size();  // --threads / WASTE_THREADS size both pools
   vision_ = std::make_unique<VisionEncoder>(container_, vo);
   if (vision_->available() && tokenizer_) {
     // The renderer writes <|media_pad|> as markup: it must be the id the tower's rows replace.
-    const std::vector<uint32_t> pad = tokenizer_->encode_markup("<|media_pad|>");
+    const std::vector<uint32_t> pad = tokenizer_->encode_markup(kMediaPadMarkup);
     require(pad.size() == 1 && int64_t(pad[0]) == vision_->placeholder_id(),
             container_.dir() + ": the tokenizer's <|media_pad|> is not config.json's media_placeholder_token_id " +
                 std::to_string(vision_->placeholder_id()));
@@ -98,7 +100,7 @@ MediaPrompt Engine::with_images(std::span<const int32_t> ids, std::span<const st
   }
   MediaPrompt p = expand_media(ids, int32_t(vision_->placeholder_id()), counts, field);
   for (size_t i = 0; i < prepared.size(); ++i)
-    p.images[i].rows = std::make_shared<const std::vector<float>>(vision_->embed(prepared[i]));
+    p.images[i].rows = vision_->embed(prepared[i]);
   return p;
 }
 

@@ -10,7 +10,8 @@
 namespace waste::iod {
 
 CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t slots_override, uint64_t slot_bytes,
-                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache) {
+                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache,
+                       uint64_t image_patches) {
   CacheBudget b;
   char line[640];
   if (slots_override > 0) {
@@ -26,7 +27,7 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
   // The vision tower shares trunk.bin but is its own line (weights and one image's activations).
   req.trunk_bytes = c.trunk_bytes() - c.vision_bytes();
   req.trunk_source = "manifest";
-  plan::count_vision(c, req);
+  plan::count_vision(c, req, image_patches);
   req.record_stride = slot_bytes;
   if (budget != "auto") req.budget = plan::parse_size(budget);
   if (prompt_cache != "auto") req.prompt_cache = plan::parse_size(prompt_cache);

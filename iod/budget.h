@@ -7,6 +7,7 @@
 #include <string>
 
 #include "shared/container/reader.h"
+#include "shared/image/image_budget.h"
 
 namespace waste::iod {
 
@@ -17,6 +18,7 @@ struct CacheBudget {
 
 // prompt_cache: compute's prompt-cache bytes or "auto" (part of the planner's floor).
 CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t slots_override, uint64_t slot_bytes,
-                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache = "auto");
+                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache = "auto",
+                       uint64_t image_patches = kDefaultImagePatches);
 
 }  // namespace waste::iod

@@ -147,7 +147,7 @@ int run_daemon(const DaemonOptions& o) {
     g = cache::CacheGeometry(layers, experts, uint32_t(std::max(1, container.config().top_k)));
   }
   CacheBudget budget = plan_cache(container, o.budget, o.slots, ipc::segment_layout(1, largest).slot_bytes, g.top_k(),
-                                  g.key_count(), o.prompt_cache);
+                                  g.key_count(), o.prompt_cache, uint64_t(o.image_patches));
   spdlog::info("iod: {} ({} MoE layers x {} experts), cache {}", o.model, g.moe_layer_count(),
                g.experts_per_layer(), budget.breakdown);
 

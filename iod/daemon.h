@@ -4,12 +4,15 @@
 #include <cstdint>
 #include <string>
 
+#include "shared/image/image_budget.h"
+
 namespace waste::iod {
 
 struct DaemonOptions {
   std::string model, run_dir;
   std::string budget = "auto";  // cache bytes ("4G", ...) or "auto"
   uint32_t slots = 0;           // exact slot count (overrides --budget)
+  int image_patches = kDefaultImagePatches;  // compute's --image-patches: the planner counts one such image
   std::string prompt_cache = "auto";  // compute's prompt-cache bytes, counted by the planner ("auto": its default)
   std::string io = "uring";
   uint32_t queue_depth = 32;

@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   app.add_option("--run-dir", o.run_dir, "run directory (socket, lock; created 0700)")->required();
   app.add_option("--budget", o.budget, "memory budget in bytes (48G, ...; split by the memory planner) or auto");
   app.add_option("--slots", o.slots, "exact number of cache slots (overrides --budget)");
+  app.add_option("--image-patches", o.image_patches,
+                 "compute's --image-patches, whose one image's activations the planner leaves room for (1024)")
+      ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   app.add_option("--prompt-cache", o.prompt_cache,
                  "compute's prompt-cache bytes, which the planner leaves room for (auto: the planner's default)");
   app.add_option("--io", o.io, "uring (falls back to pread when unavailable) or pread")

@@ -167,7 +167,8 @@ std::vector<float> vision_tower(const VisionConfig& c, const VisionWeights& w, c
 }
 
 std::vector<float> vision_tower(const VisionConfig& c, const VisionWeights& w, const float* pixels, int h, int wd,
-                                ThreadPool* pool, std::vector<float>* embed, std::vector<float>* layers) {
+                                ThreadPool* pool, std::vector<float>* embed, std::vector<float>* layers,
+                                const std::atomic<bool>* cancel) {
   require(h > 0 && wd > 0 && int64_t(h) * wd <= kMaxPatches,
           "vision tower: patch grid " + std::to_string(h) + " x " + std::to_string(wd) + " is empty or too large");
   require(int(w.blocks.size()) == c.n_layers, "vision tower: weights have " + std::to_string(w.blocks.size()) +
@@ -195,6 +196,7 @@ std::vector<float> vision_tower(const VisionConfig& c, const VisionWeights& w, c
   std::vector<float> scores(size_t(QB * L)), oh(size_t(QB * hd));
 
   for (int b = 0; b < c.n_layers; ++b) {
+    if (cancel && cancel->load()) throw Error("vision tower: cancelled");
     const VisionBlockWeights& k = w.blocks[size_t(b)];
     // Attention.
     for_rows(pool, L, [&](int64_t t) { rmsnorm(&x[size_t(t * D)], k.norm0.data(), int(D), eps, &y[size_t(t * D)]); });

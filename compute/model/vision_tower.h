@@ -9,6 +9,7 @@
 //   out = RMSNorm(x, final_layernorm)
 // Every tower RMSNorm uses eps = finfo(float32).eps. No biases anywhere.
 #pragma once
+#include <atomic>
 #include <span>
 #include <vector>
 
@@ -56,8 +57,10 @@ std::vector<float> vision_tower(const VisionConfig& c, const VisionWeights& w, c
 // The same, also writing the stages the fixture checks: embed [L, D] (patch embedding plus
 // position grid, the input of block 0) and layers [n_layers, L, D] (the residual stream after
 // each block); either may be null.
+// `cancel`, when given and set, ends the run between blocks with Error "cancelled" (a tower
+// takes seconds at the release's width; a client that left should not hold it).
 std::vector<float> vision_tower(const VisionConfig& c, const VisionWeights& w, const float* pixels, int h_patches,
                                 int w_patches, ThreadPool* pool, std::vector<float>* embed,
-                                std::vector<float>* layers);
+                                std::vector<float>* layers, const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace waste

@@ -107,6 +107,7 @@ struct EngineService::Job {
   std::vector<ImageRun> images;  // positions in `feed` that take the tower's rows
   std::vector<PreparedImage> to_embed;  // the images' pixels until the vision thread ran them
   std::vector<const float*> inputs;     // this step's input rows (BatchItem::inputs points here)
+  std::string vision_error;             // the tower failed: the worker ends the job with this
   Clock::time_point submitted, started, decode_started;
   bool has_started = false;
   GenerateOutcome out;
@@ -151,23 +152,21 @@ void EngineService::vision_main() {
       j = std::move(vision_queue_.front());
       vision_queue_.pop_front();
     }
-    std::string error;
     const Clock::time_point t0 = Clock::now();
     try {
       for (size_t i = 0; i < j->to_embed.size() && !j->cancel->load(); ++i)
-        j->images[i].rows = std::make_shared<const std::vector<float>>(engine_->vision().embed(j->to_embed[i]));
+        j->images[i].rows = engine_->vision().embed(j->to_embed[i], nullptr, j->cancel.get());
     } catch (const std::exception& e) {
-      error = std::string("vision tower: ") + e.what();
+      // A cancel that stopped the tower ends as a cancel (plan() sees the flag first).
+      if (!j->cancel->load()) j->vision_error = std::string("vision tower: ") + e.what();
     }
     j->out.image_seconds = seconds_between(t0, Clock::now());
     j->to_embed.clear();
-    if (error.empty() && j->cancel->load()) {
-      j->out.stop_reason = "cancelled";
-    }
     {
+      // Every job goes to the worker, which finishes failed and cancelled ones too: finish()
+      // touches session state that only the worker may. After stopping_ nobody would take it.
       std::lock_guard lk(mu_);
-      // Pushed while the worker still takes work; after stopping_ nobody would answer it.
-      if (error.empty() && !stopping_ && j->out.stop_reason.empty()) {
+      if (!stopping_) {
         incoming_.push_back(j);
         j.reset();
       }
@@ -176,7 +175,7 @@ void EngineService::vision_main() {
       wake_.notify_all();
       continue;
     }
-    finish(*j, error.empty() && j->out.stop_reason.empty() ? "compute is shutting down" : error);
+    finish(*j, "compute is shutting down");
   }
   std::deque<std::shared_ptr<Job>> left;
   {
@@ -418,6 +417,10 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
     if (j.cancel->load()) {
       j.out.stop_reason = "cancelled";
       finish(j, "");
+      return Plan::Ended;
+    }
+    if (!j.vision_error.empty()) {
+      finish(j, j.vision_error);  // the session was never touched: nothing to reset
       return Plan::Ended;
     }
     if (!j.decoding && !j.has_started && prefill_taken) return Plan::Wait;  // not started: keeps its queue time
@@ -734,6 +737,15 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
   vision_wake_.notify_all();
 }
 
+void EngineService::check_admission(uint64_t session) const {
+  std::lock_guard lk(mu_);
+  auto s = find(session);
+  require(!s->busy, "session " + std::to_string(session) + " is already generating (one request at a time)");
+  require(queued_ < options_.max_queued, "compute is busy: " + std::to_string(queued_) +
+                                             " requests queued or running, the limit is " +
+                                             std::to_string(options_.max_queued));
+}
+
 void EngineService::cancel(uint64_t session) {
   std::lock_guard lk(mu_);
   auto s = find(session);
@@ -852,7 +864,7 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
         // A state of its own, as `waste eval`: the session's conversation is not touched.
         Session fresh = engine_->new_session(s->context);
         for (size_t i = 0; i < images->images.size(); ++i)
-          images->runs[i].rows = std::make_shared<const std::vector<float>>(engine_->vision().embed(images->images[i]));
+          images->runs[i].rows = engine_->vision().embed(images->images[i]);
         logits.resize(ids.size() * size_t(config_.vocab));
         if (stepwise)
           engine_->step_all(fresh, ids, logits.data(), images->runs);

@@ -177,6 +177,9 @@ class EngineService {
   void generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params, ReplyOptions reply,
                 std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb, std::string cache_scope = "",
                 PromptImages images = {});
+  // The refusals generate() would give for the session and the queue alone (closed, busy,
+  // queue full), so that a request is refused before its images are decoded.
+  void check_admission(uint64_t session) const;
   // The engine's vision encoder (prepare() is thread-safe; the tower runs on the vision thread).
   const VisionEncoder& vision() const { return engine_->vision(); }
   int image_patches() const { return options_.image_patches; }

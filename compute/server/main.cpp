@@ -15,6 +15,7 @@
 #include <kj/async-unix.h>
 #include <spdlog/spdlog.h>
 
+#include "shared/image/image_budget.h"
 #include "compute/server/engine_service.h"
 #include "shared/plan/memory_plan.h"
 #include "compute/server/rpc_server.h"
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
   app.add_option("--image-patches", so.image_patches,
                  "patch budget per image when a request gives none (1024: at most 256 image tokens; each image "
                  "token costs a text token's prefill)")
-      ->check(CLI::Range(4, 16384));
+      ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   app.add_option("--chunk-beside-decoders", so.prefill_chunk_beside_decoders,
                  "prefill chunk in tokens while other sessions decode (32)")
       ->check(CLI::PositiveNumber);

@@ -43,12 +43,6 @@ constexpr int kMaxUnsentTokens = 64;
 // Hard bounds on request fields, whatever the session allows.
 constexpr uint32_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 256;
-// Images per request, and their encoded bytes together (an RPC message is at most 80 MiB).
-constexpr size_t kMaxImages = 32;
-constexpr uint64_t kMaxImageBytesPerRequest = 64ull << 20;
-// Patches of a request's images together: their pixels wait in memory for the tower (16384
-// patches are 38.5 MB of f32 pixels; a queue full of such requests stays bounded).
-constexpr int64_t kMaxPatchesPerRequest = 16384;
 
 // One image of a request: its encoded file and the field it came from (named in errors).
 struct RequestImage {
@@ -58,7 +52,7 @@ struct RequestImage {
 
 // Counts the images as they are collected, refusing past the request's bounds.
 void add_image(std::vector<RequestImage>& out, uint64_t& total, std::vector<uint8_t> bytes, std::string field) {
-  if (out.size() >= kMaxImages) throw chat::RequestError(field, "more than " + std::to_string(kMaxImages) + " images in one request");
+  if (out.size() >= size_t(kMaxImagesPerRequest)) throw chat::RequestError(field, "more than " + std::to_string(kMaxImagesPerRequest) + " images in one request");
   total += bytes.size();
   if (total > kMaxImageBytesPerRequest)
     throw chat::RequestError(field, "the request's images are more than " + std::to_string(kMaxImageBytesPerRequest >> 20) + " MiB together");
@@ -74,14 +68,20 @@ std::vector<RequestImage> chat_images(capnp::List<proto::ChatMessage>::Reader ms
   for (uint32_t i = 0; i < msgs.size(); ++i) {
     auto parts = msgs[i].getParts();
     for (uint32_t k = 0; k < parts.size(); ++k) {
-      if (!parts[k].getImage()) continue;
       std::string field = "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
-      // Read once: Cap'n Proto counts every read of a blob against the message's traversal limit.
+      if (!parts[k].getImage()) {
+        if (parts[k].hasData()) throw chat::RequestError(field, "a text part carries image data");
+        continue;
+      }
+      // Each blob read once: Cap'n Proto counts every read against the message's traversal
+      // limit (chat_request_of does not read an image part's text).
       const capnp::Data::Reader data = parts[k].getData();
-      std::vector<uint8_t> bytes = data.size() > 0
-                                       ? bytes_of(data)
-                                       : decode_image_data_url(std::string_view(parts[k].getText().cStr(), parts[k].getText().size()),
-                                                               field + ".image_url", kMaxImageBytesPerRequest);
+      const capnp::Text::Reader text = parts[k].getText();
+      if (data.size() > 0 && text.size() > 0)
+        throw chat::RequestError(field, "an image part gives both the file's bytes and a URL: give one");
+      std::vector<uint8_t> bytes = data.size() > 0 ? bytes_of(data)
+                                                   : decode_image_data_url(std::string_view(text.begin(), text.size()),
+                                                                           field + ".image_url", kMaxImageBytesPerRequest);
       add_image(out, total, std::move(bytes), std::move(field));
     }
   }
@@ -95,13 +95,19 @@ std::vector<PreparedImage> prepare_images(EngineService& svc, const std::vector<
   if (images.empty()) return out;
   if (!svc.vision().available())
     throw chat::RequestError(images[0].field, "this model has no vision tower: it takes no images");
+  // The operator's --image-patches is the most a request may ask for: it bounds the tower's
+  // time and the planner counted its activations.
   const int budget = patches ? int(std::min<uint32_t>(patches, 1u << 20)) : svc.image_patches();
+  if (budget > svc.image_patches())
+    throw chat::RequestError("image_patches", std::to_string(budget) + " is more than this server allows (" +
+                                                  std::to_string(svc.image_patches()) + ", waste-compute --image-patches)");
   try {
     svc.vision().patch_budget(budget);
   } catch (const Error& e) {
     throw chat::RequestError("image_patches", e.what());
   }
   int64_t total_patches = 0;
+  uint64_t decoded_pixels = 0;
   for (const RequestImage& im : images) {
     try {
       out.push_back(svc.vision().prepare(im.bytes, im.field, budget));
@@ -115,6 +121,10 @@ std::vector<PreparedImage> prepare_images(EngineService& svc, const std::vector<
       throw chat::RequestError(im.field, msg);
     }
     total_patches += int64_t(out.back().grid.h_patches) * out.back().grid.w_patches;
+    decoded_pixels += uint64_t(out.back().width) * uint64_t(out.back().height);
+    if (decoded_pixels > kMaxDecodedPixelsPerRequest)
+      throw chat::RequestError(im.field, "the request's images decode to more than " +
+                                             std::to_string(kMaxDecodedPixelsPerRequest >> 20) + " Mi pixels together");
     if (total_patches > kMaxPatchesPerRequest)
       throw chat::RequestError(im.field, "the request's images take more than " + std::to_string(kMaxPatchesPerRequest) +
                                              " patches together (lower image_patches or send fewer images)");
@@ -275,9 +285,10 @@ chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, 
     require(msg.role == "system" || msg.role == "user" || msg.role == "assistant" || msg.role == "tool",
             "chat: unknown role '" + msg.role + "' (expected system, user, assistant or tool)");
     if (m.getParts().size() > 0) {
+      // An image part's reference is read by chat_images (the renderer needs only its place).
       for (auto part : m.getParts())
-        msg.content.push_back({part.getImage() ? chat::ContentPart::Kind::Image : chat::ContentPart::Kind::Text,
-                               part.getText().cStr()});
+        msg.content.push_back(part.getImage() ? chat::ContentPart{chat::ContentPart::Kind::Image, "", {}}
+                                              : chat::ContentPart{chat::ContentPart::Kind::Text, part.getText().cStr(), {}});
     } else if (m.getContent().size() > 0) {
       msg.content.push_back({chat::ContentPart::Kind::Text, m.getContent().cStr()});
     }
@@ -454,6 +465,7 @@ class SessionImpl final : public proto::Session::Server {
           add_image(images, total, bytes_of(req.getImages()[i]), "images[" + std::to_string(i) + "]");
       }
       if (p.which() == proto::GenerateRequest::Prompt::CHAT) images = chat_images(p.getChat());
+      if (!images.empty()) svc.check_admission(id_);  // refuse cheaply before decoding anything
       std::vector<PreparedImage> prepared = prepare_images(svc, images, req.getImagePatches());
       switch (p.which()) {
         case proto::GenerateRequest::Prompt::TEXT: {

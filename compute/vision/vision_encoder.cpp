@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+
+#include <xxhash.h>
 
 #include "compute/model/container_weights.h"
 #include "compute/model/mm_projector.h"
@@ -14,14 +17,32 @@
 namespace waste {
 
 std::string PreparedImage::prompt_markup() const {
-  return "<|media_begin|>image " + std::to_string(width) + "x" + std::to_string(height) +
-         "<|media_content|><|media_pad|><|media_end|>";
+  return "<|media_begin|>image " + std::to_string(width) + "x" + std::to_string(height) + "<|media_content|>" +
+         kMediaPadMarkup + "<|media_end|>";
 }
 
+namespace {
+
+uint64_t process_seed() {
+  static const uint64_t seed = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+  }();
+  return seed;
+}
+
+}  // namespace
+
 uint64_t PreparedImage::content_hash() const {
+  XXH3_state_t* st = XXH3_createState();
+  require(st != nullptr, "out of memory hashing an image");
+  XXH3_64bits_reset_withSeed(st, process_seed());
   const int32_t dims[2] = {grid.h_patches, grid.w_patches};
-  const uint64_t h = checksum64(dims, sizeof dims);
-  return h ^ (checksum64(pixels.data(), pixels.size() * sizeof(float)) * 0x9e3779b97f4a7c15ull);
+  XXH3_64bits_update(st, dims, sizeof dims);
+  XXH3_64bits_update(st, pixels.data(), pixels.size() * sizeof(float));
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
 }
 
 VisionEncoder::VisionEncoder(const Container& container, const VisionOptions& options)
@@ -31,15 +52,7 @@ VisionEncoder::VisionEncoder(const Container& container, const VisionOptions& op
   config_ = VisionConfig::from_json(container.config_json(), container.dir() + "/manifest (config.json)");
   pre_ = PreprocessorConfig::from_json(container.preprocessor_config_json(),
                                        container.dir() + "/manifest (preprocessor_config.json)");
-  require(pre_.patch_size == config_.patch_size,
-          container.dir() + ": preprocessor_config.json patch_size " + std::to_string(pre_.patch_size) +
-              " differs from vision_config.patch_size " + std::to_string(config_.patch_size));
-  require(config_.text_hidden == container.config().hidden,
-          container.dir() + ": vision_config.text_hidden_size " + std::to_string(config_.text_hidden) +
-              " differs from the text model's hidden size " + std::to_string(container.config().hidden));
-  require(config_.media_placeholder_token_id >= 0 && config_.media_placeholder_token_id < container.config().vocab,
-          container.dir() + ": config.json media_placeholder_token_id " +
-              std::to_string(config_.media_placeholder_token_id) + " is not an id of the vocabulary");
+  // Container::open checked both configs against each other and the text model (vision_check.h).
 }
 
 VisionEncoder::~VisionEncoder() = default;
@@ -57,8 +70,8 @@ const PreprocessorConfig& VisionEncoder::preprocessor() const {
 int VisionEncoder::patch_budget(int max_patches) const {
   if (max_patches == 0) max_patches = kDefaultImagePatches;
   const int64_t cap = std::min<int64_t>(kMaxImagePatches, pre_.in_patch_limit);
-  require(max_patches >= 4 && max_patches <= cap,
-          "image patches: " + std::to_string(max_patches) + " is outside 4.." + std::to_string(cap));
+  require(max_patches >= kMinImagePatches && max_patches <= cap,
+          "image patches: " + std::to_string(max_patches) + " is outside " + std::to_string(kMinImagePatches) + ".." + std::to_string(cap));
   return max_patches;
 }
 
@@ -73,6 +86,12 @@ PreparedImage VisionEncoder::prepare(std::span<const uint8_t> file, const std::s
   img.merge_h = c.merge_h;
   img.merge_w = c.merge_w;
   img.grid = fit_patch_grid(rgb.width, rgb.height, c.patch_size, budget);
+  // The release's processor allows this many patches along a side; the default budget keeps
+  // every grid within it (a side is at most budget / 2), a raised one might not.
+  require(std::max(img.grid.h_patches, img.grid.w_patches) <= pre_.patch_limit_on_one_side,
+          source + ": the patch grid " + std::to_string(img.grid.h_patches) + " x " + std::to_string(img.grid.w_patches) +
+              " has a side over the model's patch_limit_on_one_side of " + std::to_string(pre_.patch_limit_on_one_side) +
+              " (a lower image patch budget fits it)");
   // The learned grid is resized to the image's, so any grid works; the merge needs even sides.
   require(img.grid.h_patches % c.merge_h == 0 && img.grid.w_patches % c.merge_w == 0,
           source + ": patch grid does not fit the merge kernel");
@@ -115,16 +134,43 @@ void VisionEncoder::load_locked() {
   weights_ = std::move(weights);
 }
 
-std::vector<float> VisionEncoder::embed(const PreparedImage& image, std::vector<float>* tower_out) {
+std::shared_ptr<const std::vector<float>> VisionEncoder::embed(const PreparedImage& image, std::vector<float>* tower_out,
+                                                               const std::atomic<bool>* cancel) {
   const VisionConfig& c = config();
+  const uint64_t hash = tower_out ? 0 : image.content_hash();
   std::lock_guard lk(mu_);
+  if (!tower_out)
+    for (auto it = cache_.begin(); it != cache_.end(); ++it)
+      if (it->hash == hash) {
+        cache_.splice(cache_.begin(), cache_, it);  // most recent first
+        ++cache_stats_.hits;
+        return it->rows;
+      }
   load_locked();
   std::vector<float> tower = vision_tower(c, *weights_, image.pixels.data(), image.grid.h_patches,
-                                          image.grid.w_patches, pool_.get());
-  std::vector<float> rows = mm_projector(c, *weights_, tower.data(), image.grid.h_patches, image.grid.w_patches,
-                                         pool_.get());
-  if (tower_out) *tower_out = std::move(tower);
+                                          image.grid.w_patches, pool_.get(), nullptr, nullptr, cancel);
+  auto rows = std::make_shared<const std::vector<float>>(
+      mm_projector(c, *weights_, tower.data(), image.grid.h_patches, image.grid.w_patches, pool_.get()));
+  if (tower_out) {
+    *tower_out = std::move(tower);
+    return rows;
+  }
+  ++cache_stats_.misses;
+  const uint64_t bytes = rows->size() * sizeof(float);
+  if (bytes <= kImageEmbeddingCacheBytes) {
+    while (!cache_.empty() && cache_stats_.bytes + bytes > kImageEmbeddingCacheBytes) {
+      cache_stats_.bytes -= cache_.back().rows->size() * sizeof(float);
+      cache_.pop_back();
+    }
+    cache_.push_front({hash, rows});
+    cache_stats_.bytes += bytes;
+  }
   return rows;
+}
+
+VisionEncoder::CacheStats VisionEncoder::cache_stats() const {
+  std::lock_guard lk(mu_);
+  return cache_stats_;
 }
 
 bool VisionEncoder::loaded() const {

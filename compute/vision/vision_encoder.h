@@ -6,13 +6,16 @@
 //   PreparedImage img = v.prepare(bytes, "messages[0].content[1]");   // cheap: no tower
 //   std::vector<float> rows = v.embed(img);   // [img.tokens(), text hidden]
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "shared/image/image_budget.h"
 #include "shared/image/image_decode.h"
 #include "shared/image/image_preprocess.h"
 #include "shared/model/preprocessor_config.h"
@@ -26,11 +29,9 @@ class TrunkWeights;
 class ThreadPool;
 struct VisionWeights;
 
-// The default patch budget per image (the README's rule): 1024 patches, 256 image tokens.
-constexpr int kDefaultImagePatches = 1024;
-// The most an image may ask for (--image-patches): the release's own in_patch_limit bounds it
-// further when smaller. Each image token costs a text token's prefill.
-constexpr int kMaxImagePatches = 16384;
+
+// The media placeholder as K3's chat markup writes it: the one id an image's rows replace.
+constexpr const char* kMediaPadMarkup = "<|media_pad|>";
 
 // One image ready for the tower: its source size (what the prompt's "image WxH" says), its
 // patch grid and pixels [h w, 3, p, p].
@@ -42,7 +43,9 @@ struct PreparedImage {
   int64_t tokens() const { return int64_t(grid.h_patches / merge_h) * (grid.w_patches / merge_w); }
   // The markup of the image in a K3 prompt: <|media_begin|>image WxH<|media_content|><|media_pad|><|media_end|>.
   std::string prompt_markup() const;
-  uint64_t content_hash() const;  // of the grid and pixels: the image as the tower sees it
+  // Of the grid and pixels (the image as the tower sees it), keyed with a random per-process
+  // seed so that no client can aim a collision at another's image.
+  uint64_t content_hash() const;
 };
 
 struct VisionOptions {
@@ -72,8 +75,14 @@ class VisionEncoder {
   int patch_budget(int max_patches) const;
 
   // The tower and projector: [tokens, text hidden]. tower_out, if given, gets the tower's
-  // output [h w, D] before the merge. Loads the weights on first use; one image at a time.
-  std::vector<float> embed(const PreparedImage& image, std::vector<float>* tower_out = nullptr);
+  // output [h w, D] before the merge (and bypasses the embedding cache). Loads the weights on
+  // first use; one image at a time. `cancel` set ends it between blocks (Error "cancelled").
+  std::shared_ptr<const std::vector<float>> embed(const PreparedImage& image, std::vector<float>* tower_out = nullptr,
+                                                  const std::atomic<bool>* cancel = nullptr);
+  struct CacheStats {
+    uint64_t hits = 0, misses = 0, bytes = 0;
+  };
+  CacheStats cache_stats() const;
 
   bool loaded() const;
   uint64_t resident_bytes() const;  // vision weights in RAM (0 until the first image)
@@ -90,6 +99,13 @@ class VisionEncoder {
   std::unique_ptr<TrunkWeights> source_;
   std::unique_ptr<VisionWeights> weights_;
   std::unique_ptr<ThreadPool> pool_;
+  // LRU of recent images' rows by content hash, in kImageEmbeddingCacheBytes (under mu_).
+  struct Cached {
+    uint64_t hash;
+    std::shared_ptr<const std::vector<float>> rows;
+  };
+  std::list<Cached> cache_;
+  CacheStats cache_stats_;
 };
 
 }  // namespace waste

@@ -130,7 +130,7 @@ Container Container::open(const std::string& dir_in) {
   }
   // The vision tower and projector: all or none, shapes from vision_config, and the
   // preprocessor config that goes with them.
-  const VisionCheck vision = check_vision(c.tensors_, m.config_json, m.preprocessor_config_json, manifest_path);
+  const VisionCheck vision = check_vision(c.tensors_, m.config_json, m.preprocessor_config_json, c.config_, manifest_path);
   c.has_vision_ = vision.has_vision;
   c.vision_bytes_ = vision.bytes;
   c.preprocessor_config_json_ = m.preprocessor_config_json;

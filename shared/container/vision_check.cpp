@@ -21,7 +21,7 @@ std::string shape_text(const std::vector<uint64_t>& s) {
 }  // namespace
 
 VisionCheck check_vision(const std::vector<TensorInfo>& tensors, const std::string& config_json,
-                         const std::string& preprocessor_config_json, const std::string& where) {
+                         const std::string& preprocessor_config_json, const ModelConfig& text, const std::string& where) {
   VisionCheck out;
   const std::string pre_where = where + " (preprocessorConfigJson)";
   // Checked whenever present, so a damaged one is never handed on.
@@ -74,6 +74,13 @@ VisionCheck check_vision(const std::vector<TensorInfo>& tensors, const std::stri
           pre_where + ": field 'merge_kernel_size' = " + std::to_string(p.merge_kernel_size) +
               " disagrees with vision_config's merge_kernel_size [" + std::to_string(v.merge_h) + ", " +
               std::to_string(v.merge_w) + "]");
+  require(v.text_hidden == text.hidden,
+          where + ": vision_config.text_hidden_size " + std::to_string(v.text_hidden) +
+              " differs from the text model's hidden size " + std::to_string(text.hidden) +
+              " (the projector's rows replace text embeddings)");
+  require(v.media_placeholder_token_id >= 0 && v.media_placeholder_token_id < text.vocab,
+          where + ": config.json media_placeholder_token_id " + std::to_string(v.media_placeholder_token_id) +
+              " is not an id of the vocabulary of " + std::to_string(text.vocab));
   out.has_vision = true;
   return out;
 }

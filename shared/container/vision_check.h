@@ -19,7 +19,9 @@ struct VisionCheck {
 
 // `where` names the manifest in errors, which name the tensor or field at fault. Tensors must
 // already have passed the per-tensor checks (shape bounds, bytes, offsets).
+// `text` is the text model's config: the projector's output must be its hidden size and the
+// media placeholder one of its ids.
 VisionCheck check_vision(const std::vector<TensorInfo>& tensors, const std::string& config_json,
-                         const std::string& preprocessor_config_json, const std::string& where);
+                         const std::string& preprocessor_config_json, const ModelConfig& text, const std::string& where);
 
 }  // namespace waste

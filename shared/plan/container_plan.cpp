@@ -10,7 +10,7 @@
 
 namespace waste::plan {
 
-PlanRequest plan_request_of_container(const std::string& dir) {
+PlanRequest plan_request_of_container(const std::string& dir, uint64_t image_patches) {
   const Container c = Container::open(dir);
   PlanRequest r;
   r.config = c.config();
@@ -24,17 +24,17 @@ PlanRequest plan_request_of_container(const std::string& dir) {
     if (!skip) r.trunk_bytes += t.bytes;
   }
   r.trunk_source = "manifest";
-  count_vision(c, r);
+  count_vision(c, r, image_patches);
   for (const ExpertLayerInfo& l : c.expert_layers()) r.record_stride = std::max(r.record_stride, l.layout.stride);
   require(r.record_stride > 0, dir + ": the container has no expert layers");
   return r;
 }
 
-void count_vision(const Container& c, PlanRequest& r) {
+void count_vision(const Container& c, PlanRequest& r, uint64_t image_patches) {
   if (!c.has_vision()) return;
   const VisionConfig v = VisionConfig::from_json(c.config_json(), c.dir() + " (config)");
   r.vision_weight_bytes = c.vision_bytes();
-  r.vision_activation_bytes = vision_activation_bytes(v, kDefaultVisionPatches);
+  r.vision_activation_bytes = vision_runtime_bytes(v, image_patches);
   r.vision_source = "manifest";
 }
 

@@ -17,11 +17,11 @@ namespace waste::plan {
 // Throws Error naming `dir` when it is not a container or has no expert layers. Fills config,
 // trunk_bytes, trunk_source, the vision fields and record_stride; the caller sets context,
 // sessions and budget.
-PlanRequest plan_request_of_container(const std::string& dir);
+PlanRequest plan_request_of_container(const std::string& dir, uint64_t image_patches = kDefaultVisionPatches);
 
 // Sets r.vision_weight_bytes (the container's stored vision tensors), r.vision_activation_bytes
 // (at kDefaultVisionPatches) and r.vision_source when the container has a vision tower; leaves
 // them 0 otherwise.
-void count_vision(const Container& c, PlanRequest& r);
+void count_vision(const Container& c, PlanRequest& r, uint64_t image_patches = kDefaultVisionPatches);
 
 }  // namespace waste::plan

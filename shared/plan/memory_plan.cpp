@@ -55,6 +55,10 @@ uint64_t vision_activation_bytes(const VisionConfig& v, uint64_t patches) {
   return floats * 4 + L * widest * 11 / 8;
 }
 
+uint64_t vision_runtime_bytes(const VisionConfig& v, uint64_t patches) {
+  return vision_activation_bytes(v, patches) + kImageEmbeddingCacheBytes;
+}
+
 namespace {
 
 std::string breakdown(const MemoryPlan& p) {

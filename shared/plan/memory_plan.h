@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 
+#include "shared/image/image_budget.h"
 #include "shared/model/config.h"
 #include "shared/plan/usable_memory.h"
 
@@ -55,7 +56,7 @@ uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context);
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions);
 
 // The per-image patch budget the vision encoder uses by default (256 image tokens).
-constexpr uint64_t kDefaultVisionPatches = 1024;
+constexpr uint64_t kDefaultVisionPatches = uint64_t(kDefaultImagePatches);  // shared/image/image_budget.h
 // Bytes the vision tower and projector hold while encoding one image of `patches` patches
 // (compute/model/vision_tower.cpp, mm_projector.cpp), all f32: the pixels [L, 3 p p]; the
 // residual x, its norm y, the block output z and the interpolated position grid [L, D] each;
@@ -67,6 +68,10 @@ constexpr uint64_t kDefaultVisionPatches = 1024;
 // ([L / merge, 4 D] twice) come after the tower's are freed and are smaller. Weights are not
 // included (PlanRequest::vision_weight_bytes).
 uint64_t vision_activation_bytes(const VisionConfig& v, uint64_t patches = kDefaultVisionPatches);
+// What a vision tower in use holds besides its weights: one image's activations at the
+// largest patch budget a request may ask for (waste-compute --image-patches) and the encoder's
+// embedding cache (kImageEmbeddingCacheBytes). PlanRequest::vision_activation_bytes.
+uint64_t vision_runtime_bytes(const VisionConfig& v, uint64_t patches = kDefaultVisionPatches);
 
 struct PlanRequest {
   ModelConfig config;

@@ -327,3 +327,129 @@ TEST_CASE("batched with a text-only session, an image session gets what it gets 
   s->reset();
   CHECK(run(*s, true) == alone_image);
 }
+
+TEST_CASE("waste eval in-process: an image equals its rows fed as --pad-embeddings, bit for bit") {
+  REQUIRE_MESSAGE(have_fixture(), "the team's vision fixture is missing: " << fixture());
+  Converted& c = converted();
+  REQUIRE_MESSAGE(c.ok, c.why);
+  TempDir tmp;
+  auto r = run_command(waste_bin() + " vision " + c.model + " --image " + fixture() + "/image_0.png --json --embeddings " +
+                       (tmp / "e.f32"));
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const int64_t n = nlohmann::json::parse(r.output.substr(r.output.find('{')))["image_tokens"].get<int64_t>();
+  const std::vector<int32_t> prompt = {1, 5, 100, kPad, 102, 9, 11};
+  const std::vector<int32_t> direct = expanded(prompt, {n});
+  auto write_ids = [&](const std::string& path, const std::vector<int32_t>& ids) {
+    std::ofstream(path) << nlohmann::json(ids).dump();
+  };
+  write_ids(tmp / "p.json", prompt);
+  write_ids(tmp / "d.json", direct);
+  for (const std::string step : {"", " --step"}) {
+    CAPTURE(step);
+    r = run_command(waste_bin() + " eval " + c.model + " --no-progress --no-iod --tokens " + (tmp / "p.json") +
+                    " --logits " + (tmp / "a.f32") + " --image " + fixture() + "/image_0.png" + step);
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    r = run_command(waste_bin() + " eval " + c.model + " --no-progress --no-iod --tokens " + (tmp / "d.json") +
+                    " --logits " + (tmp / "b.f32") + " --pad-embeddings " + (tmp / "e.f32") + step);
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    const std::vector<float> a = read_f32(tmp / "a.f32"), b = read_f32(tmp / "b.f32");
+    CHECK(a.size() == direct.size() * 512);
+    CHECK(a == b);
+  }
+  // A count that does not match is refused by name.
+  r = run_command(waste_bin() + " eval " + c.model + " --no-progress --no-iod --tokens " + (tmp / "p.json") +
+                  " --logits " + (tmp / "b.f32") + " --pad-embeddings " + (tmp / "e.f32"));
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(r.output.find("rows for") != std::string::npos, r.output);
+}
+
+TEST_CASE("images in a continuing session, and prompts that differ only in their image's pixels") {
+  REQUIRE_MESSAGE(have_fixture(), "the team's vision fixture is missing: " << fixture());
+  Converted& c = converted();
+  REQUIRE_MESSAGE(c.ok, c.why);
+  const std::vector<uint8_t> png0 = file_bytes(fixture() + "/image_0.png");
+  const std::vector<uint8_t> png1 = file_bytes(fixture() + "/image_1.png");
+  Compute compute(c.model, 4);
+  client::Client cl(compute.where());
+  auto gen = [&](client::Session& s, std::vector<int32_t> ids, std::vector<std::vector<uint8_t>> images, uint32_t n,
+                 client::Result* res = nullptr) {
+    client::Request req;
+    req.kind = client::Request::Kind::Tokens;
+    req.tokens = std::move(ids);
+    req.images = std::move(images);
+    req.max_tokens = n;
+    std::vector<int32_t> out;
+    const client::Result r = s.generate(req, [&](int32_t id, std::string_view) {
+      if (id >= 0) out.push_back(id);
+      return true;
+    });
+    if (res) *res = r;
+    return out;
+  };
+  // Two turns on one session, each with an image (the second prompt follows the first reply's
+  // unfed last token) equal one fresh prompt holding both turns and both images.
+  const std::vector<int32_t> turn1 = {1, 5, 100, kPad, 102, 9}, turn2 = {7, 100, kPad, 102, 3};
+  auto s = cl.open_session();
+  const std::vector<int32_t> reply1 = gen(*s, turn1, {png0}, 5);
+  const std::vector<int32_t> reply2 = gen(*s, turn2, {png1}, 6);
+  REQUIRE(reply1.size() == 5);
+  std::vector<int32_t> whole = turn1;
+  whole.insert(whole.end(), reply1.begin(), reply1.end());
+  whole.insert(whole.end(), turn2.begin(), turn2.end());
+  auto fresh = cl.open_session();
+  CHECK(gen(*fresh, whole, {png0, png1}, 6) == reply2);
+
+  // Two images of the same size with other pixels: the prompts' ids are the same (the placeholder
+  // repeated over the same count), so only the image tells them apart. The prompt cache must
+  // not hand the first image's state to the second.
+  TempDir tmp;
+  auto png = [&](const std::string& name, int r, int g, int b) {
+    const std::string path = tmp / name;
+    const std::string py =
+        "import struct,zlib,sys\n"
+        "w=h=56\n"
+        "raw=b''.join(b'\\x00'+bytes([" + std::to_string(r) + "," + std::to_string(g) + "," + std::to_string(b) +
+        "])*w for _ in range(h))\n"
+        "def chunk(t,d): return struct.pack('>I',len(d))+t+d+struct.pack('>I',zlib.crc32(t+d)&0xffffffff)\n"
+        "open(sys.argv[1],'wb').write(b'\\x89PNG\\r\\n\\x1a\\n'+chunk(b'IHDR',struct.pack('>IIBBBBB',w,h,8,2,0,0,0))"
+        "+chunk(b'IDAT',zlib.compress(raw))+chunk(b'IEND',b''))\n";
+    std::ofstream(tmp / "png.py") << py;
+    auto res = run_command("python3 " + (tmp / "png.py") + " " + path);
+    REQUIRE_MESSAGE(res.status == 0, res.output);
+    return file_bytes(path);
+  };
+  const std::vector<uint8_t> red = png("red.png", 250, 10, 10), blue = png("blue.png", 10, 10, 250);
+  const std::vector<int32_t> ids = {1, 2, 100, kPad, 102, 8, 9};
+  client::Result first, second, third;
+  auto a = cl.open_session();
+  const std::vector<int32_t> with_red = gen(*a, ids, {red}, 4, &first);
+  auto b = cl.open_session();
+  const std::vector<int32_t> with_blue = gen(*b, ids, {blue}, 4, &second);
+  auto d = cl.open_session();
+  const std::vector<int32_t> red_again = gen(*d, ids, {red}, 4, &third);
+  CHECK(first.prompt_tokens == second.prompt_tokens);  // the same expanded ids
+  CHECK(first.cached_tokens == 0);
+  CHECK(second.cached_tokens == 0);                    // the red checkpoint does not serve blue
+  CHECK(third.cached_tokens == third.prompt_tokens);   // the same image again: the whole prompt
+  CHECK(red_again == with_red);
+  // Blue alone on a compute that never saw red gives the same reply.
+  Compute cold(c.model, 4);
+  client::Client cc(cold.where());
+  auto e = cc.open_session();
+  CHECK(gen(*e, ids, {blue}, 4) == with_blue);
+  CHECK(with_blue != with_red);  // the images really are different inputs
+
+  // A request may not raise the patch budget past the server's --image-patches.
+  client::Request big;
+  big.kind = client::Request::Kind::Tokens;
+  big.tokens = ids;
+  big.images = {red};
+  big.image_patches = 4096;
+  std::string err;
+  try {
+    e->generate(big, [](int32_t, std::string_view) { return true; });
+  } catch (const std::exception& ex) {
+    err = ex.what();
+  }
+  CHECK_MESSAGE(err.find("image_patches") != std::string::npos, err);
+}

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shared/image/image_budget.h"
 #include "shared/reply/reply_parser.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
@@ -470,7 +471,7 @@ void register_chat_command(CLI::App& app) {
   cmd->add_option("--image", o->images, "A PNG or JPEG for the first message, before its text (repeatable; as /image)");
   cmd->add_option("--image-patches", o->image_patches,
                   "Patch budget per image (default: the instance's, 1024: at most 256 image tokens)")
-      ->check(CLI::Range(4, 16384));
+      ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   cmd->callback([o] {
     const int sig = run_chat(*o);
     if (sig != 0) {

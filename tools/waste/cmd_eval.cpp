@@ -91,8 +91,13 @@ void run_eval(const EvalOptions& o) {
   require(o.images.empty() || o.pad_embeddings.empty(), "give --image or --pad-embeddings, not both");
   std::vector<std::vector<uint8_t>> files;
   for (const std::string& f : o.images) files.push_back(read_file_bytes(f, ImageLimits{}.max_bytes));
-  MediaPrompt prompt = e.with_images(read_token_file(o.tokens, o.key, e.config().vocab), files, "--image", o.image_patches);
-  if (!o.pad_embeddings.empty()) {
+  std::vector<int32_t> given = read_token_file(o.tokens, o.key, e.config().vocab);
+  MediaPrompt prompt;
+  if (o.pad_embeddings.empty()) {
+    prompt = e.with_images(given, files, "--image", o.image_patches);
+  } else {
+    // The placeholders take the given rows as they are: no expansion.
+    prompt.ids = std::move(given);
     require(e.vision().available(), o.pad_embeddings + ": the model has no vision tower, so no placeholder id");
     const std::vector<uint8_t> bytes = read_file_bytes(o.pad_embeddings, 1ull << 30);
     require(bytes.size() % 4 == 0, o.pad_embeddings + ": not a whole number of f32");

@@ -24,6 +24,7 @@ struct PlanOptions {
   std::string model_dir, preset, budget = "auto", prompt_cache = "auto";
   uint64_t context = 8192;
   uint32_t sessions = 1;
+  int image_patches = kDefaultImagePatches;
   bool json = false;
 };
 
@@ -33,7 +34,8 @@ constexpr double kPresetMatrixBits = 4.0, kPresetHeadBits = 8.0;
 
 // A preset with a vision_config: its tower as `waste convert` stores it by default (q8g
 // matrices, f32 norms and position grid), padding between tensors aside.
-void estimate_preset_vision(const std::string& config_json, const std::string& source, plan::PlanRequest& r) {
+void estimate_preset_vision(const std::string& config_json, const std::string& source, uint64_t patches,
+                            plan::PlanRequest& r) {
   const nlohmann::json root = nlohmann::json::parse(config_json);
   if (!root.contains("vision_config")) return;
   const VisionConfig v = VisionConfig::from_json(config_json, source);
@@ -42,7 +44,7 @@ void estimate_preset_vision(const std::string& config_json, const std::string& s
     const uint64_t rows = s.shape.size() == 1 ? 1 : s.shape[0];
     r.vision_weight_bytes += trunk_tensor_bytes(st.format, rows, s.elements() / rows, st.group).total;
   }
-  r.vision_activation_bytes = plan::vision_activation_bytes(v, plan::kDefaultVisionPatches);
+  r.vision_activation_bytes = plan::vision_runtime_bytes(v, patches);
   r.vision_source = "estimate: q8g matrices, f32 norms and position grid";
 }
 
@@ -53,14 +55,14 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
     model_name = o.preset + " (preset)";
     const std::string config_json = preset_config_json(o.preset);
     r.config = ModelConfig::from_json(config_json, "preset " + o.preset);
-    estimate_preset_vision(config_json, "preset " + o.preset, r);
+    estimate_preset_vision(config_json, "preset " + o.preset, uint64_t(o.image_patches), r);
     r.trunk_bytes = estimate_trunk_resident_bytes(r.config, kPresetMatrixBits, kPresetHeadBits);
     r.trunk_source = "estimate: 4.0-bit matrices, 8-bit head, f32 routers and vectors";
     r.record_stride =
         record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
   } else {
     model_name = o.model_dir;
-    r = plan::plan_request_of_container(o.model_dir);
+    r = plan::plan_request_of_container(o.model_dir, uint64_t(o.image_patches));
   }
   r.context = o.context;
   r.sessions = o.sessions;
@@ -92,7 +94,7 @@ void run_plan(const PlanOptions& o) {
     if (p.vision > 0)
       j["vision"] = {{"weight_bytes", p.vision_weights},
                      {"activation_bytes", p.vision_activations},
-                     {"patches", plan::kDefaultVisionPatches},
+                     {"patches", o.image_patches},
                      {"source", p.vision_source}};
     j["record_stride"] = p.record_stride;
     j["floor_bytes"] = p.floor;
@@ -131,8 +133,8 @@ void run_plan(const PlanOptions& o) {
   if (p.vision > 0)
     line("vision", p.vision,
          "tower weights " + plan::format_bytes(p.vision_weights) + " (" + p.vision_source + ") + one image's activations " +
-             plan::format_bytes(p.vision_activations) + " at " + std::to_string(plan::kDefaultVisionPatches) +
-             " patches; resident once an image is used");
+             plan::format_bytes(p.vision_activations) + " at " + std::to_string(o.image_patches) +
+             " patches with the embedding cache; resident once an image is used");
   line("floor", p.floor, "");
   line("working set / token", p.working_set_bytes, std::to_string(p.working_set_records) + " records");
   char ws[64];
@@ -158,6 +160,10 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--ctx", o->context, "context length per session (tokens)");
   cmd->add_option("--sessions", o->sessions, "concurrent sessions");
   cmd->add_option("--prompt-cache", o->prompt_cache, "prompt-cache checkpoint bytes (0: off) or auto");
+  cmd->add_option("--image-patches", o->image_patches,
+                  "the most patches a request's image may take (waste-compute --image-patches): the vision line "
+                  "counts one such image's activations")
+      ->check(CLI::Range(kMinImagePatches, kMaxImagePatches));
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { run_plan(*o); });
 }

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shared/image/image_budget.h"
 #include "shared/chat/render.h"
 #include "shared/reply/reply_parser.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -328,7 +329,7 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--image-patches", o->image_patches,
                   "Patch budget per image (default 1024, the instance's own through one: at most 256 image tokens; "
                   "each costs a text token's prefill)")
-      ->check(CLI::Range(4, 16384));
+      ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   cmd->callback([o, cmd] {
     o->context_given = cmd->count("--ctx") > 0;
     run_generate(*o);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/image/image_budget.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 #include "tools/libwaste/engine_client.h"
@@ -86,7 +87,7 @@ void register_up_commands(CLI::App& app) {
   up->add_option("--ctx", o->ctx, "Session context in tokens");
   up->add_option("--image-patches", o->image_patches,
                  "Patch budget per image (1024: at most 256 image tokens; each costs a text token's prefill)")
-      ->check(CLI::Range(4, 16384));
+      ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   up->add_option("--threads", o->threads, "Compute threads");
   up->add_option("--max-sessions", o->max_sessions, "Open sessions at most");
   up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)");

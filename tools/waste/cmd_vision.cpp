@@ -78,7 +78,7 @@ void run_vision(const VisionCliOptions& o) {
   const bool was_loaded = v.loaded();
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<float> tower;
-  const std::vector<float> rows = v.embed(img, o.tower_out.empty() ? nullptr : &tower);
+  const std::vector<float> rows = *v.embed(img, o.tower_out.empty() ? nullptr : &tower);
   const double embed_s = seconds_since(t1);
   write_f32(o.tower_out, tower);
   write_f32(o.embeddings, rows);
@@ -126,7 +126,7 @@ void register_vision_command(CLI::App& app) {
   cmd->add_option("--image-patches", o->image_patches,
                   "Patch budget of the image (1024: at most 256 image tokens; each image token costs a text "
                   "token's prefill, and the tower's attention grows with the square of the patches)")
-      ->check(CLI::Range(4, kMaxImagePatches));
+      ->check(CLI::Range(kMinImagePatches, kMaxImagePatches));
   cmd->add_option("--threads", o->threads, "Threads for the tower (default: all cores)");
   cmd->add_flag("--verify", o->verify, "Check the vision tensors' checksums as they load");
   cmd->add_flag("--json", o->json, "Print one JSON object (h_patches, w_patches, image_tokens, ...)");
