@@ -165,7 +165,7 @@ TEST_CASE("an image prompt through the processes equals its pad positions fed th
   Converted& c = converted();
   REQUIRE_MESSAGE(c.ok, c.why);
   TempDir tmp;
-  // The tower's rows for image_0 and image_2, by `waste vision` (the prompt path's code).
+  // The tower's rows for image_0 and image_1 (PNGs: the JPEG decodes differently from the reference), by `waste vision` (the prompt path's code).
   std::vector<std::vector<uint8_t>> files;
   std::vector<int64_t> tokens;
   std::vector<float> rows;
