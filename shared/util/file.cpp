@@ -15,9 +15,37 @@ namespace {
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
+namespace {
+
+const char* file_kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISDIR(m)) return "a directory";
+  return "not a regular file";
+}
+
+}  // namespace
+
 File::File(const std::string& path, int flags, int mode) : path_(path) {
-  fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  // Opening a FIFO for reading blocks until a writer comes, for ever if none does (a FIFO
+  // planted in a container directory would hang every tool). Reads open without blocking and
+  // take only regular files and block devices (the raw-disk benchmark reads those).
+  const bool reading = (flags & O_ACCMODE) == O_RDONLY && !(flags & O_CREAT);
+  fd_ = ::open(path.c_str(), flags | O_CLOEXEC | (reading ? O_NONBLOCK : 0), mode);
   if (fd_ < 0) throw Error(path + ": cannot open: " + errno_text());
+  if (!reading) return;
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) {
+    const std::string why = errno_text();
+    close();
+    throw Error(path + ": cannot stat: " + why);
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    close();
+    throw Error(path + ": " + file_kind(st.st_mode) + ", not a regular file: refused");
+  }
+  if (!(flags & O_NONBLOCK)) ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
 }
 
 File::~File() { close(); }

@@ -2,7 +2,10 @@
 // and the reader's refusals.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -221,4 +224,25 @@ TEST_CASE("CLI errors are clear") {
   r = run_command(waste_bin() + " synth --preset tiny-k3 --vision q4g --out /tmp/x");
   CHECK_EQ(r.status, 1);
   CHECK_NE(r.output.find("--vision must be q8g, bf16, f32 or none"), std::string::npos);
+}
+
+TEST_CASE("a FIFO in place of a container file is refused at once by every tool, naming it") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "fifo.waste", "--preset tiny-kimi-linear");
+  for (const std::string name : {"trunk.bin", "experts-L1.bin", "manifest"}) {
+    CAPTURE(name);
+    const std::string path = dir + "/" + name, keep = tmp / "kept";
+    REQUIRE(std::rename(path.c_str(), keep.c_str()) == 0);
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    // `timeout` is the deadline a hang would hit (exit 124), not a timing claim.
+    for (const std::string cmd : {" info ", " verify --no-progress ", " run --no-progress --private -n 1 "}) {
+      CAPTURE(cmd);
+      const std::string tail = cmd.find("run") != std::string::npos ? " hello" : "";
+      auto r = run_command("timeout 60 " + waste_bin() + cmd + dir + tail);
+      CHECK(r.status == 1);
+      CHECK_MESSAGE(r.output.find(name + ": a FIFO, not a regular file") != std::string::npos, r.output);
+    }
+    REQUIRE(std::remove(path.c_str()) == 0);
+    REQUIRE(std::rename(keep.c_str(), path.c_str()) == 0);
+  }
 }
