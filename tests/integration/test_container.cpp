@@ -246,3 +246,21 @@ TEST_CASE("a FIFO in place of a container file is refused at once by every tool,
     REQUIRE(std::rename(keep.c_str(), path.c_str()) == 0);
   }
 }
+
+TEST_CASE("waste tokenize takes TEXT as it is: brackets and commas are text, an empty TEXT is []") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "tok.waste", "--preset tiny-k3");
+  const std::string jsonl = tmp / "in.jsonl";
+  for (const std::string text : {"[BOS]", "[a,b]", "a,b", ""}) {
+    CAPTURE(text);
+    auto cli = run_command(waste_bin() + " tokenize " + dir + " '" + text + "'");
+    REQUIRE_MESSAGE(cli.status == 0, cli.output);
+    // The --jsonl path reads the text from JSON, untouched by the command line parser.
+    std::ofstream(jsonl) << nlohmann::json{{"text", text}}.dump() << "\n";
+    auto ref = run_command(waste_bin() + " tokenize " + dir + " --jsonl " + jsonl);
+    REQUIRE_MESSAGE(ref.status == 0, ref.output);
+    CHECK(nlohmann::json::parse(cli.output) == nlohmann::json::parse(ref.output)["ids"]);
+  }
+  CHECK(run_command(waste_bin() + " tokenize " + dir + " '[BOS]'").output !=
+        run_command(waste_bin() + " tokenize " + dir + " BOS").output);
+}

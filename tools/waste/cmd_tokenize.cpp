@@ -21,7 +21,9 @@ namespace {
 constexpr size_t kMaxJsonlLineBytes = 256u << 20;
 
 struct TokenizeOptions {
-  std::vector<std::string> positional;  // [MODEL_DIR] [TEXT]
+  // [MODEL_DIR] [TEXT] as two single strings: CLI11 reads a vector option's "[a,b]" as a list,
+  // which turned a TEXT of "[BOS]" into "BOS".
+  std::optional<std::string> first, second;  // absent vs "" (an empty TEXT is [])
   std::string ranks;
   std::string pattern;
   std::string jsonl;
@@ -34,7 +36,9 @@ void print_ids(const std::vector<uint32_t>& ids) {
 }
 
 void run_tokenize(const TokenizeOptions& o) {
-  std::vector<std::string> args = o.positional;
+  std::vector<std::string> args;
+  for (const std::optional<std::string>* a : {&o.first, &o.second})
+    if (a->has_value()) args.push_back(**a);
   std::optional<tok::Tokenizer> tokenizer;
   if (!o.ranks.empty()) {
     require(!o.pattern.empty(), "tokenize: --ranks needs --pattern kimi|cl100k|o200k");
@@ -93,8 +97,9 @@ void register_tokenize_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "tokenize", "Print the token ids of TEXT (or of each {\"text\": ...} line of --jsonl) as JSON; "
                   "special-token strings are plain text");
-  cmd->add_option("args", opts->positional, "[MODEL_DIR] [TEXT]: the model directory (tokenizer.model + "
-                                            "tokenizer_config.json) unless --ranks is given, then the text");
+  cmd->add_option("model_or_text", opts->first,
+                  "MODEL_DIR (tokenizer.model + tokenizer_config.json), or with --ranks the TEXT");
+  cmd->add_option("text", opts->second, "TEXT, taken as it is (special-token strings are plain text)");
   cmd->add_option("--ranks", opts->ranks, "tiktoken rank file to use instead of a model directory");
   cmd->add_option("--pattern", opts->pattern, "pre-tokenisation pattern with --ranks: kimi, cl100k or o200k");
   cmd->add_option("--jsonl", opts->jsonl, "read objects with a \"text\" field, one per line; write {\"ids\": [...]} lines");
