@@ -264,3 +264,19 @@ TEST_CASE("waste tokenize takes TEXT as it is: brackets and commas are text, an 
   CHECK(run_command(waste_bin() + " tokenize " + dir + " '[BOS]'").output !=
         run_command(waste_bin() + " tokenize " + dir + " BOS").output);
 }
+
+TEST_CASE("waste run removes its temporary run directory when the private iod fails to start") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "leak.waste", "--preset tiny-kimi-linear");
+  const std::string scratch = tmp / "tmpdir";
+  std::filesystem::create_directories(scratch);
+  // A budget under the planner's floor: iod refuses to start.
+  auto r = run_command("TMPDIR=" + scratch + " " + waste_bin() + " run " + dir + " hi -n 1 --no-progress --budget 1K");
+  CHECK(r.status == 1);
+  CHECK_MESSAGE(r.output.find("under the floor") != std::string::npos, r.output);
+  CHECK(std::filesystem::is_empty(scratch));
+  // And after a run that worked.
+  r = run_command("TMPDIR=" + scratch + " " + waste_bin() + " run " + dir + " hi -n 1 --no-progress");
+  CHECK_MESSAGE(r.status == 0, r.output);
+  CHECK(std::filesystem::is_empty(scratch));
+}

@@ -58,12 +58,7 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
       path_note_ = "iod at " + o.run_dir;
     } else {
       std::string run = o.run_dir;
-      if (run.empty()) {
-        const char* base = ::getenv("TMPDIR");
-        std::string tmpl = std::string(base && *base ? base : "/tmp") + "/waste-run-XXXXXX";
-        require(::mkdtemp(tmpl.data()) != nullptr, "cannot create a run directory from " + tmpl);
-        run = tmp_run_dir_ = tmpl;
-      }
+      if (run.empty()) run = tmp_run_dir_.emplace("waste-run").path();
       std::vector<std::string> args = {"--model", o.model};
       uint32_t slots = o.slots;
       if (slots == 0 && o.working_sets > 0) {
@@ -110,10 +105,7 @@ EngineHandle::~EngineHandle() {
   resident_.reset();
   if (private_iod_) private_iod_->stop();  // the daemon writes its trace part as it exits
   private_iod_.reset();
-  if (!tmp_run_dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(tmp_run_dir_, ec);
-  }
+  tmp_run_dir_.reset();
   if (!timeline_.empty()) {
     try {
       timeline::stop();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "tools/waste/temp_run_dir.h"
 #include "compute/engine.h"
 #include "compute/experts/iod_experts.h"
 #include "compute/experts/resident_experts.h"
@@ -45,8 +46,9 @@ class EngineHandle {
   std::string expert_path() const;  // for messages: "iod (private, 12 slots)" / "in-process reads"
 
  private:
+  // Declared before the iod that runs in it: removed after it stops, constructor throw included.
+  std::optional<TempRunDir> tmp_run_dir_;
   std::optional<iobench::PrivateIod> private_iod_;
-  std::string tmp_run_dir_;
   std::unique_ptr<Container> iod_container_;  // the container the expert source reads/checks
   std::unique_ptr<IodExperts> iod_experts_;
   std::unique_ptr<ResidentExperts> resident_;

@@ -15,6 +15,7 @@
 
 #include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
+#include "tools/waste/temp_run_dir.h"
 #include "tools/iobench/private_iod.h"
 
 namespace waste::cli {
@@ -54,10 +55,8 @@ std::string find_compute_binary() {
 }
 
 PrivateInstance::PrivateInstance(const PrivateInstanceOptions& o, const std::atomic<bool>* abort) {
-  const char* base = ::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/waste-private-XXXXXX";
-  require(::mkdtemp(tmpl.data()) != nullptr, "cannot create a run directory from " + tmpl + ": " + std::strerror(errno));
-  run_dir_ = tmpl;  // mkdtemp makes it 0700, as a run directory must be
+  // stop() removes it, on the throw below too.
+  run_dir_ = TempRunDir("waste-private").release();
   instance_id_ = ipc::instance_id_for(run_dir_);
   try {
     std::vector<std::string> iod = {iobench::find_iod_binary(), "--model", o.model, "--run-dir", run_dir_};
