@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -190,6 +191,10 @@ void ContainerWriter::write_expert(uint32_t expert, const uint8_t* payload) {
 }
 
 void ContainerWriter::end_layer(const std::vector<float>& relative_error) {
+  // JSON has no NaN: a non-finite figure would be written as null and break every resume.
+  for (float e : relative_error)
+    require(std::isfinite(e), "layer " + std::to_string(s_->layer) + ": a relative error is not finite (" +
+                                  std::to_string(e) + ")");
   require(s_->layer >= 0, "end_layer without begin_layer");
   for (size_t e = 0; e < s_->written.size(); ++e)
     require(s_->written[e], "layer " + std::to_string(s_->layer) + ": expert " + std::to_string(e) + " was not written");

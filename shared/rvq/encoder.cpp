@@ -306,6 +306,12 @@ EncodeStats encode_matrix(const float* W, int rows, int cols, const float* books
       double sq = 0;
       for (int c = 0; c < cols; ++c) sq += double(w[c]) * w[c];
       row_sq[r] = sq;
+      // The row scale is f16: a row whose RMS is past its range cannot be encoded (finite
+      // weights of 3e38 used to turn into NaN errors and a NaN relative error downstream).
+      require(std::isfinite(sq), "encode_matrix: row " + std::to_string(r) + " has a non-finite value");
+      require(std::sqrt(sq / cols) <= 65504.0,
+              "encode_matrix: row " + std::to_string(r) + " has an RMS of " + std::to_string(std::sqrt(sq / cols)) +
+                  ", past VQ3R's f16 row scale (at most 65504): store these experts as --experts bf16 or f32");
       if (!(rms > 0) || !std::isfinite(rms)) {
         require(std::isfinite(rms), "encode_matrix: row " + std::to_string(r) + " has a non-finite value");
         scales[r] = 0;

@@ -102,10 +102,14 @@ std::vector<float> write_layer(ContainerWriter& w, const Checkpoint& ck, int lay
   std::array<EncodeStats, 3> total{};
   auto encode_one = [&](uint32_t expert, size_t slot, const RvqOptions& opt) {
     ExpertWeights ew = read_expert(ck, layer, int(expert));
-    if (vq)
-      stats[slot] = fill_vq3r_payload(layout, ew, books.data(), opt, payloads[slot].data());
-    else
-      fill_lossless_payload(layout, ew, payloads[slot].data());
+    try {
+      if (vq)
+        stats[slot] = fill_vq3r_payload(layout, ew, books.data(), opt, payloads[slot].data());
+      else
+        fill_lossless_payload(layout, ew, payloads[slot].data());
+    } catch (const Error& e) {
+      throw Error(ck.dir() + ": layer " + std::to_string(layer) + ", expert " + std::to_string(expert) + ": " + e.what());
+    }
   };
   for (uint32_t first = 0; first < uint32_t(c.n_experts); first += uint32_t(batch)) {
     const uint32_t count = std::min<uint32_t>(uint32_t(batch), uint32_t(c.n_experts) - first);

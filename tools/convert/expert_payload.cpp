@@ -1,6 +1,7 @@
 #include "tools/convert/expert_payload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "shared/model/tensors.h"
@@ -19,11 +20,20 @@ ExpertWeights read_expert(const Checkpoint& ck, int layer, int expert) {
   const size_t want = size_t(c.expert_hidden()) * size_t(c.moe_intermediate);
   const std::pair<const std::string*, const std::vector<float>*> parts[3] = {
       {&n.gate, &w.gate}, {&n.up, &w.up}, {&n.down, &w.down}};
-  for (const auto& [name, values] : parts)
+  for (const auto& [name, values] : parts) {
     require(values->size() == want, ck.dir() + ": tensor " + c.tensor_prefix + *name + " has " +
                                         std::to_string(values->size()) + " values, the config's expert shape needs " +
                                         std::to_string(want) + " (" + std::to_string(c.moe_intermediate) + " x " +
                                         std::to_string(c.expert_hidden()) + ")");
+    // A NaN or Inf weight would make every logit of a token routed here NaN: refused by name.
+    const auto bad = std::find_if(values->begin(), values->end(), [](float x) { return !std::isfinite(x); });
+    if (bad != values->end()) {
+      const size_t at = size_t(bad - values->begin()), cols = want / size_t(values == &w.down ? c.expert_hidden() : c.moe_intermediate);
+      throw Error(ck.dir() + ": tensor " + c.tensor_prefix + *name + " (layer " + std::to_string(layer) + ", expert " +
+                  std::to_string(expert) + ") holds " + (std::isnan(*bad) ? "NaN" : "Inf") + " at [" +
+                  std::to_string(at / cols) + ", " + std::to_string(at % cols) + "]");
+    }
+  }
   return w;
 }
 
@@ -51,11 +61,25 @@ std::array<EncodeStats, 3> fill_vq3r_payload(const RecordLayout& l, const Expert
   const int H = int(l.hidden), I = int(l.intermediate);
   auto* scales = reinterpret_cast<uint16_t*>(payload + (l.scales_offset - kRecordHeaderBytes));
   std::array<EncodeStats, 3> stats;
-  stats[0] = encode_matrix(w.gate.data(), I, H, books, opt, payload + (l.gate_offset - kRecordHeaderBytes), scales);
-  stats[1] = encode_matrix(w.up.data(), I, H, books + kCodebookFloats, opt, payload + (l.up_offset - kRecordHeaderBytes),
-                           scales + I);
-  stats[2] = encode_matrix(w.down.data(), H, I, books + 2 * kCodebookFloats, opt,
-                           payload + (l.down_offset - kRecordHeaderBytes), scales + 2 * I);
+  // Encoder errors name a row; say which matrix it is in.
+  auto encode = [&](const char* kind, auto&& f) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      throw Error(std::string(kind) + ": " + e.what());
+    }
+  };
+  stats[0] = encode("gate_proj", [&] {
+    return encode_matrix(w.gate.data(), I, H, books, opt, payload + (l.gate_offset - kRecordHeaderBytes), scales);
+  });
+  stats[1] = encode("up_proj", [&] {
+    return encode_matrix(w.up.data(), I, H, books + kCodebookFloats, opt, payload + (l.up_offset - kRecordHeaderBytes),
+                         scales + I);
+  });
+  stats[2] = encode("down_proj", [&] {
+    return encode_matrix(w.down.data(), H, I, books + 2 * kCodebookFloats, opt,
+                         payload + (l.down_offset - kRecordHeaderBytes), scales + 2 * I);
+  });
   return stats;
 }
 

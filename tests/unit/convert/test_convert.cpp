@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -319,4 +320,69 @@ TEST_CASE("a release tiktoken.model is copied with WASTE's tokenizer_config for 
   nlohmann::json j = nlohmann::json::parse(cfg);
   CHECK(j.at("waste_tokenizer") == 1);
   CHECK(j.at("reserved_tokens").at("begin") == 256);  // specials follow the 256 base ranks
+}
+
+namespace {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("huge or NaN expert weights are refused naming the tensor, layer, expert and row; lossless formats take huge ones") {
+  const std::string fx = fixture_dir("deepseek-v3");
+  const std::string victim = "model.layers.3.mlp.experts.5.up_proj.weight";
+  // The fixture's safetensors with one value of the victim replaced.
+  auto patched = [&](const std::string& ck_dir, float value) {
+    fs::create_directories(ck_dir);
+    fs::copy_file(fx + "/config.json", ck_dir + "/config.json");
+    std::vector<uint8_t> file = read_file_bytes(fx + "/model.safetensors", 64 << 20);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | file[size_t(i)];
+    const nlohmann::json h = nlohmann::json::parse(std::string(file.begin() + 8, file.begin() + 8 + ptrdiff_t(n)));
+    REQUIRE(h.contains(victim));
+    const uint64_t at = 8 + n + h[victim]["data_offsets"][0].get<uint64_t>() + 2 * 7;  // element 7
+    const std::string dtype = h[victim]["dtype"];
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    if (dtype == "BF16") {
+      file[at] = uint8_t(bits >> 16), file[at + 1] = uint8_t(bits >> 24);
+    } else {
+      REQUIRE(dtype == "F32");
+      const uint64_t at32 = 8 + n + h[victim]["data_offsets"][0].get<uint64_t>() + 4 * 7;
+      std::memcpy(&file[at32], &bits, 4);
+    }
+    std::ofstream(ck_dir + "/model.safetensors", std::ios::binary)
+        .write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
+  };
+  TempDir tmp;
+  patched(tmp.str() + "/huge", 3e38f);
+  patched(tmp.str() + "/nan", std::nanf(""));
+  ConvertOptions o = options("deepseek-v3", tmp.str() + "/m.waste", TensorFormat::VQ3R, TrunkChoice::F32);
+  o.hf_dir = tmp.str() + "/huge";
+  // Training samples expert 5 or not; either way the error names the place and the cause.
+  const std::string huge = error_of([&] { convert_checkpoint(o); });
+  CHECK_MESSAGE(huge.find("f16 row scale") != std::string::npos, huge);
+  CHECK_MESSAGE(huge.find("layer 3, expert 5: up_proj: encode_matrix: row 0") != std::string::npos, huge);
+  // A rerun after the refusal fails the same clear way (no half-written resume state in the way).
+  CHECK(error_of([&] { convert_checkpoint(o); }) == huge);
+  // Stored losslessly the huge value is kept.
+  ConvertOptions lossless = o;
+  lossless.out = tmp.str() + "/lossless.waste";
+  lossless.expert_format = TensorFormat::F32;
+  CHECK_NOTHROW(convert_checkpoint(lossless));
+
+  o.hf_dir = tmp.str() + "/nan";
+  o.out = tmp.str() + "/nan.waste";
+  for (TensorFormat f : {TensorFormat::VQ3R, TensorFormat::F32}) {
+    o.expert_format = f;
+    const std::string nan = error_of([&] { convert_checkpoint(o); });
+    CHECK_MESSAGE(nan.find("tensor model.layers.3.mlp.experts.5.up_proj (layer 3, expert 5) holds NaN at [0, 7]") !=
+                      std::string::npos,
+                  nan);
+  }
 }
