@@ -1,5 +1,6 @@
 #include "shared/model/config.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "shared/model/config_json.h"
@@ -58,8 +59,11 @@ struct Reader {
     return has(key) ? get<T>(key) : fallback;
   }
 
-  // Integer fields are bounded so that a corrupt config cannot ask for absurd allocations.
+  // Integer fields are bounded so that a corrupt config cannot ask for absurd allocations, and
+  // must be integers (the JSON library would truncate a hidden_size of 128.5 to 128).
   int dim(const char* key, int64_t lo, int64_t hi) const {
+    if (has(key) && !j.at(key).is_number_integer())
+      throw Error(where + ": field '" + key + "' must be an integer, not " + j.at(key).dump());
     int64_t v = get<int64_t>(key);
     if (v < lo || v > hi)
       throw Error(where + ": field '" + key + "' = " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
@@ -68,6 +72,17 @@ struct Reader {
   }
   int dim_or(const char* key, int fallback, int64_t lo, int64_t hi) const {
     return has(key) ? dim(key, lo, hi) : fallback;
+  }
+
+  // A real-valued field within (lo, hi] (lo_open) or [lo, hi]: a negative eps or a YaRN factor of
+  // 0 makes every logit NaN, so the range is the field's meaning, checked by name.
+  float real(const char* key, float fallback, double lo, double hi, bool lo_open) const {
+    const float v = has(key) ? get<float>(key) : fallback;
+    const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+    if (!ok)
+      throw Error(where + ": field '" + key + "' = " + (has(key) ? j.at(key).dump() : std::to_string(v)) + " is outside " +
+                  (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
   }
 };
 
@@ -83,6 +98,8 @@ std::vector<bool> layer_set(const Reader& r, const char* key, int n_layers) {
     if (one_based < 1 || one_based > n_layers)
       throw Error(r.where + ": '" + key + "' names layer " + std::to_string(one_based) + " (1-based) of " +
                   std::to_string(n_layers));
+    if (set[size_t(one_based - 1)])
+      throw Error(r.where + ": '" + key + "' names layer " + std::to_string(one_based) + " twice");
     set[size_t(one_based - 1)] = true;
   }
   return set;
@@ -129,7 +146,7 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
   c.hidden = r.dim("hidden_size", 8, kMaxDim);
   c.n_layers = r.dim("num_hidden_layers", 1, 1024);
   c.dense_intermediate = r.dim("intermediate_size", 1, kMaxDim);
-  c.rms_eps = r.get_or<float>("rms_norm_eps", 1e-6f);
+  c.rms_eps = r.real("rms_norm_eps", 1e-6f, 0.0, 1.0, true);
   c.bos = r.dim_or("bos_token_id", -1, -1, c.vocab - 1);
   if (r.has("eos_token_id") && r.j.at("eos_token_id").is_number_integer())
     c.eos = r.dim("eos_token_id", -1, c.vocab - 1);
@@ -141,7 +158,7 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
   c.qk_nope = r.dim("qk_nope_head_dim", 1, 4096);
   c.qk_rope = r.dim("qk_rope_head_dim", 0, 4096);
   c.v_head = r.dim("v_head_dim", 1, 4096);
-  c.rope_theta = r.get_or<float>("rope_theta", 10000.0f);
+  c.rope_theta = r.real("rope_theta", 10000.0f, 1.0, 1e12, false);
   if (c.qk_rope % 2) throw Error(where + ": qk_rope_head_dim must be even");
 
   if (c.arch == Arch::DeepseekV3) {
@@ -158,11 +175,12 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
       std::string type = rs.get_or<std::string>("type", rs.get_or<std::string>("rope_type", ""));
       if (type == "yarn") {
         c.yarn = true;
-        c.yarn_factor = rs.get<float>("factor");
-        c.yarn_beta_fast = rs.get_or<float>("beta_fast", 32.0f);
-        c.yarn_beta_slow = rs.get_or<float>("beta_slow", 1.0f);
-        c.yarn_mscale = rs.get_or<float>("mscale", 1.0f);
-        c.yarn_mscale_all_dim = rs.get_or<float>("mscale_all_dim", 0.0f);
+        if (!rs.has("factor")) throw Error(rs.where + ": missing field 'factor'");
+        c.yarn_factor = rs.real("factor", 1.0f, 1.0, 1e6, false);  // a factor < 1 would shrink the context
+        c.yarn_beta_fast = rs.real("beta_fast", 32.0f, 0.0, 1e6, true);
+        c.yarn_beta_slow = rs.real("beta_slow", 1.0f, 0.0, 1e6, true);
+        c.yarn_mscale = rs.real("mscale", 1.0f, 0.0, 1e3, false);
+        c.yarn_mscale_all_dim = rs.real("mscale_all_dim", 0.0f, 0.0, 1e3, false);
         c.yarn_original_max_positions = rs.get_or<int64_t>("original_max_position_embeddings", 4096);
       } else if (!type.empty()) {
         throw Error(where + ": rope_scaling type '" + type + "' is not supported (only yarn)");
@@ -210,7 +228,7 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
   c.moe_intermediate = r.dim("moe_intermediate_size", 1, kMaxDim);
   c.first_dense = r.dim_or("first_k_dense_replace", 0, 0, c.n_layers);
   c.moe_layer_freq = r.dim_or("moe_layer_freq", 1, 1, c.n_layers);
-  c.routed_scaling = r.get_or<float>("routed_scaling_factor", 1.0f);
+  c.routed_scaling = r.real("routed_scaling_factor", 1.0f, 0.0, 1e6, true);
   if (c.top_k > c.n_experts) throw Error(where + ": num_experts_per_tok exceeds the expert count");
   if (c.n_experts % c.n_group != 0) throw Error(where + ": expert count is not a multiple of n_group");
   if (c.topk_group > c.n_group) throw Error(where + ": topk_group exceeds n_group");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -73,6 +74,11 @@ void write_trunk(ContainerWriter& w, const Checkpoint& ck, const std::vector<Tru
   for (const TrunkItem& t : plan) {
     // One tensor in memory at a time.
     std::vector<float> v = t.via_read_weight ? ck.read_weight(t.source) : ck.read_tensor(t.source);
+    // A NaN or Inf in the trunk (a head, a norm) makes logits NaN for every token: refused by name.
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != v.end())
+      throw Error(ck.dir() + ": tensor " + t.source + " holds " + (std::isnan(*bad) ? "NaN" : "Inf") + " at element " +
+                  std::to_string(bad - v.begin()));
     w.add_tensor(t.spec.name, t.shape, v.data(), t.format, t.group);
     p.add(t.spec.elements() * 4);
   }

@@ -89,6 +89,36 @@ TEST_CASE("a missing or malformed layer list is a waste::Error naming the field"
   CHECK_NOTHROW(ModelConfig::from_json(situ.dump(), "x.json"));
 }
 
+TEST_CASE("configs that would make every logit NaN are refused naming the field") {
+  const nlohmann::json kl = nlohmann::json::parse(waste::read_file_text(fixture("kimi-linear"), 1 << 20));
+  const nlohmann::json ds = nlohmann::json::parse(waste::read_file_text(fixture("deepseek-v3"), 1 << 20));
+  auto refused = [](nlohmann::json j, const std::string& path, const nlohmann::json& value, const char* field) {
+    CAPTURE(path);
+    j[nlohmann::json::json_pointer(path)] = value;
+    CHECK_THROWS_WITH_AS(ModelConfig::from_json(j.dump(), "x.json"), doctest::Contains(field), Error);
+  };
+  refused(kl, "/rms_norm_eps", -1.0, "'rms_norm_eps' = -1.0 is outside (0");
+  refused(kl, "/rms_norm_eps", 0.0, "rms_norm_eps");
+  refused(kl, "/hidden_size", 128.5, "'hidden_size' must be an integer, not 128.5");
+  refused(kl, "/num_hidden_layers", 4.0, "must be an integer");
+  refused(ds, "/routed_scaling_factor", 0.0, "routed_scaling_factor");
+  refused(ds, "/rope_theta", -5.0, "rope_theta");
+  nlohmann::json yarn = ds;
+  yarn["rope_scaling"] = {{"type", "yarn"}, {"factor", 0.0}};
+  refused(yarn, "/rope_scaling/factor", 0.0, "'factor' = 0.0 is outside [1");
+  yarn["rope_scaling"]["factor"] = 4.0;
+  CHECK_NOTHROW(ModelConfig::from_json(yarn.dump(), "x.json"));
+  refused(yarn, "/rope_scaling/beta_fast", -1.0, "beta_fast");
+  // A layer named twice in the attention lists.
+  nlohmann::json dup = kl;
+  auto& kda = dup["linear_attn_config"]["kda_layers"];
+  REQUIRE(kda.size() >= 1);
+  kda.push_back(kda[0]);
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(dup.dump(), "x.json"), doctest::Contains("twice"), Error);
+  CHECK_NOTHROW(ModelConfig::from_json(kl.dump(), "x.json"));
+  CHECK_NOTHROW(ModelConfig::from_json(ds.dump(), "x.json"));
+}
+
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
