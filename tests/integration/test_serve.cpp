@@ -143,12 +143,14 @@ TEST_CASE("serve: streaming chat parsed from curl equals the plain reply; bad in
   check_error(post(base + "/v1/chat/completions", long_req.dump(), tmp.path()), 400, "context_length_exceeded");
   long_req["stream"] = true;
   check_error(post(base + "/v1/chat/completions", long_req.dump(), tmp.path()), 400, "context_length_exceeded");
-  // A prompt's text over its 1 MiB bound, and a body over the 64 MiB default (which leaves room
-  // for a couple of 20 MB images as data: URLs).
-  std::string long_text = "{\"prompt\":\"" + std::string(1200000, 'a') + "\"}";
-  check_error(post(base + "/v1/completions", long_text, tmp.path()), 400, "prompt");
-  std::string huge = "{\"prompt\":\"" + std::string(65u << 20, 'a') + "\"}";
-  check_error(post(base + "/v1/completions", huge, tmp.path()), 413);
+  // A body over the 1 MiB default of a model without a vision tower (one with a tower takes
+  // room for its images: test_vision_api.cpp), plain and chat.
+  const std::string huge = "{\"prompt\":\"" + std::string(1200000, 'a') + "\"}";
+  const Http h = post(base + "/v1/completions", huge, tmp.path());
+  check_error(h, 413, "payload_too_large");
+  CHECK_MESSAGE(h.body.find("more than 1048576 bytes") != std::string::npos, h.body);
+  json long_chat = {{"messages", {{{"role", "user"}, {"content", std::string(1100000, 'a')}}}}};
+  check_error(post(base + "/v1/chat/completions", long_chat.dump(), tmp.path()), 413, "payload_too_large");
   check_error(get(base + "/v1/nothing", tmp.path()), 404);
   CHECK(post(base + "/v1/chat/completions", req.dump(), tmp.path()).status == 200);
 }
@@ -158,8 +160,9 @@ TEST_CASE("serve: an API key is required on every endpoint but /health (a livene
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   TempDir tmp;
   // waste-serve started by hand (the supervisor would pass WASTE_API_KEY through the same way).
+  // --max-body given: it wins over the model's default (1 MiB here).
   ChildProcess serve({env_or("WASTE_SERVE", "waste-serve"), "--connect", inst.run_dir(), "--listen", "127.0.0.1:0",
-                      "--api-key", "s3cret"},
+                      "--api-key", "s3cret", "--max-body", "8388608"},
                      {{"WASTE_API_KEY", ""}});
   REQUIRE(serve.started());
   const std::regex listening("listening on (http://127\\.0\\.0\\.1:\\d+)");
@@ -184,6 +187,25 @@ TEST_CASE("serve: an API key is required on every endpoint but /health (a livene
   CHECK(json::parse(ok.body)["usage"]["completion_tokens"] == 3);
   CHECK(get(base + "/v1/models", tmp.path(), right).status == 200);
   CHECK(get(base + "/metrics", tmp.path(), right).status == 200);
+  // Under the larger body bound: a prompt's text over its 1 MiB bound is the prompt's 400; a body
+  // of more than 1 Mi JSON values is refused while it parses (413), one nested too deep is a 400;
+  // past the bound, 413.
+  check_error(post(base + "/v1/completions", "{\"prompt\":\"" + std::string(1200000, 'a') + "\"}", tmp.path(), right), 400,
+              "prompt");
+  std::string many = "{\"prompt\":[";
+  for (int i = 0; i < (1 << 20); ++i) many += "0,";
+  many += "0]}";
+  const Http m_r = post(base + "/v1/completions", many, tmp.path(), right);
+  check_error(m_r, 413, "payload_too_large");
+  CHECK_MESSAGE(m_r.body.find("more than 1048576 JSON values") != std::string::npos, m_r.body);
+  const std::string deep = "{\"prompt\":" + std::string(129, '[') + "\"Hi\"" + std::string(129, ']') + "}";
+  const Http d_r = post(base + "/v1/completions", deep, tmp.path(), right);
+  check_error(d_r, 400, "invalid_json");
+  CHECK_MESSAGE(d_r.body.find("deeper than 128 levels") != std::string::npos, d_r.body);
+  const std::string ok_deep = "{\"prompt\":\"Hi\",\"max_tokens\":2,\"user\":" + std::string(127, '[') + std::string(127, ']') + "}";
+  check_error(post(base + "/v1/completions", ok_deep, tmp.path(), right), 400, "user");  // parsed: the field's own error
+  check_error(post(base + "/v1/completions", "{\"prompt\":\"" + std::string(9u << 20, 'a') + "\"}", tmp.path(), right), 413,
+              "payload_too_large");
   // /health answers without the key (documented: for liveness probes; it tells only "ok", the
   // model name and the session count).
   const Http health = get(base + "/health", tmp.path());

@@ -10,18 +10,25 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "shared/image/image_budget.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/libwaste/waste.h"
+#include "tools/serve/openai.h"
+
+static_assert(WASTE_API_VERSION >= 2, "the C API's image fields (waste_content_part.data, waste_request.images)");
 
 using namespace waste::test;
 using nlohmann::json;
 using Bytes = std::vector<uint8_t>;
+using waste::kDefaultImagePatches;
+using waste::serve::kLowDetailPatches;
 
 namespace {
 
@@ -135,8 +142,8 @@ struct Http {
 Http post(const std::string& url, const std::string& body, const std::string& dir) {
   const std::string file = dir + "/body.json";
   std::ofstream(file, std::ios::binary) << body;
-  auto r = run_command("curl -sS -N -o " + dir + "/out.txt -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @" +
-                       file + " " + url);
+  auto r = run_command("curl -sS -N --max-time 300 -o " + dir + "/out.txt -w '%{http_code}' -H 'Content-Type: application/json' "
+                       "--data-binary @" + file + " " + url);
   Http h;
   h.status = std::atoi(r.output.c_str());
   std::ifstream f(dir + "/out.txt", std::ios::binary);
@@ -241,7 +248,7 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
   // The grid rule on the fixture's image_0.png (84x56): 6 image tokens, as its image_0.json says.
   if (const Bytes f = read_bytes(fixture_image("image_0.png")); !f.empty()) {
     const auto [w, h] = png_size(f);
-    CHECK(image_tokens(w, h, 14, 1024) == 6);
+    CHECK(image_tokens(w, h, 14, kDefaultImagePatches) == 6);
     const Http r = post(url, chat_with({image_part(data_url(f))}).dump(), tmp.path());
     REQUIRE_MESSAGE(r.status == 200, r.body);
     CHECK(r.j()["usage"]["prompt_tokens_details"]["image_tokens"] == 6);
@@ -249,7 +256,7 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
 
   // One image: prompt_tokens = the rendered prompt with one placeholder - 1 + the image tokens.
   const Bytes small = rgb_png(84, 56), wide = rgb_png(700, 150);
-  const int64_t small_tokens = image_tokens(84, 56, vf.patch, 1024), wide_tokens = image_tokens(700, 150, vf.patch, 1024);
+  const int64_t small_tokens = image_tokens(84, 56, vf.patch, kDefaultImagePatches), wide_tokens = image_tokens(700, 150, vf.patch, kDefaultImagePatches);
   {
     const json req = chat_with({image_part(data_url(small))});
     const Http r = post(url, req.dump(), tmp.path());
@@ -280,13 +287,13 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
     CHECK(r.j()["usage"]["prompt_tokens"] == ids - 2 + size_t(small_tokens + wide_tokens));
     CHECK(r.j()["usage"]["prompt_tokens_details"]["image_tokens"] == small_tokens + wide_tokens);
   }
-  // detail low: 256 patches at most.
+  // detail low: kLowDetailPatches (256) at most.
   {
     const Bytes big = rgb_png(1260, 224);
     const Http r = post(url, chat_with({image_part(data_url(big), "low")}).dump(), tmp.path());
     REQUIRE_MESSAGE(r.status == 200, r.body);
-    const int64_t low = image_tokens(1260, 224, vf.patch, 256);
-    CHECK(low < image_tokens(1260, 224, vf.patch, 1024));
+    const int64_t low = image_tokens(1260, 224, vf.patch, kLowDetailPatches);
+    CHECK(low < image_tokens(1260, 224, vf.patch, kDefaultImagePatches));
     CHECK(r.j()["usage"]["prompt_tokens_details"]["image_tokens"] == low);
   }
   // No image: no image_tokens in the details (only cached_tokens, as OpenAI has it).
@@ -295,14 +302,38 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
     REQUIRE_MESSAGE(r.status == 200, r.body);
     CHECK_FALSE(r.j()["usage"]["prompt_tokens_details"].contains("image_tokens"));
   }
-  // Two 20 MB images fit one request (the body is bounded at 64 MiB: 2 x 26.7 MB of base64).
+  // Two 20 MB images fit one request: with a vision tower the default body bound is room for a
+  // request's images as base64 (2 x 26.7 MB here) and 1 MiB more; one byte past it is a 413.
   {
     const Bytes huge = rgb_png(2700, 2700, true);
     REQUIRE(huge.size() > 20u << 20);
     const Http r = post(url, chat_with({image_part(data_url(huge)), image_part(data_url(huge))}, "Same?", 1).dump(), tmp.path());
     CHECK_MESSAGE(r.status == 200, r.body.substr(0, 400));  // (CHECK: the bad-input checks below run anyway)
     if (r.status == 200)
-      CHECK(r.j()["usage"]["prompt_tokens_details"]["image_tokens"] == 2 * image_tokens(2700, 2700, vf.patch, 1024));
+      CHECK(r.j()["usage"]["prompt_tokens_details"]["image_tokens"] == 2 * image_tokens(2700, 2700, vf.patch, kDefaultImagePatches));
+    static_assert(waste::serve::kDefaultMaxBodyVision == (waste::kMaxImageBytesPerRequest + 2) / 3 * 4 + (1u << 20));
+    std::string over = chat_with({image_part("data:image/png;base64,")}).dump();
+    const std::string pad = "\"pad\":\"";
+    over.insert(1, pad + std::string(waste::serve::kDefaultMaxBodyVision + 1 - over.size() - pad.size() - 2, 'a') + "\",");
+    REQUIRE(over.size() == waste::serve::kDefaultMaxBodyVision + 1);
+    const Http big = post(url, over, tmp.path());
+    CHECK_MESSAGE(big.status == 413, big.body.substr(0, 400));
+    CHECK_MESSAGE(big.j()["error"]["message"].get<std::string>().find("--max-body") != std::string::npos, big.body);
+  }
+  // A body of tiny JSON values (each some 65 bytes of parsed tree per 3 bytes of body) is
+  // refused while it parses, past 1 Mi values (413), and so is one nested too deep (400).
+  {
+    std::string many = "{\"messages\":[";
+    for (int i = 0; i <= (1 << 20); ++i) many += "{},";
+    many += "{}]}";
+    const Http r = post(url, many, tmp.path());
+    CHECK_MESSAGE(r.status == 413, r.body);
+    CHECK_MESSAGE(r.j()["error"]["message"].get<std::string>().find("the request body holds more than 1048576 JSON values") !=
+                      std::string::npos, r.body);
+    const std::string deep = "{\"messages\":" + std::string(200, '[') + std::string(200, ']') + "}";
+    const Http d = post(url, deep, tmp.path());
+    CHECK_MESSAGE(d.status == 400, d.body);
+    CHECK_MESSAGE(d.j()["error"]["message"].get<std::string>().find("nests JSON deeper than 128") != std::string::npos, d.body);
   }
 
   // Bad images, each a 400 naming the part, plain (compute's refusal) and streamed (the server's
@@ -349,6 +380,11 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
             "messages[0].content[0].image_url.detail");
   check_400(post(url, chat_with({image_part(data_url(good), "low"), image_part(data_url(good))}).dump(), tmp.path()),
             "messages[0].content[1].image_url.detail");  // one patch budget per request
+  // More images than a request takes: refused by the server before anything is decoded.
+  {
+    const std::vector<json> many(size_t(waste::kMaxImagesPerRequest) + 1, image_part(data_url(good)));
+    check_400(post(url, chat_with(many).dump(), tmp.path()), "messages[0].content[" + std::to_string(waste::kMaxImagesPerRequest) + "]");
+  }
   // K3's own part form takes the same references.
   const json k3_form = chat_with({json{{"type", "image"}, {"image", data_url(good)}}});
   const Http k3r = post(url, k3_form.dump(), tmp.path());
@@ -396,6 +432,10 @@ TEST_CASE("vision api: --image-dir lets image_url name files under it, and nothi
   write_bytes(outside / "secret.png", png);
   REQUIRE(::symlink((outside / "secret.png").c_str(), (dir + "/link.png").c_str()) == 0);
   REQUIRE(::symlink(outside.path().c_str(), (dir + "/linkdir").c_str()) == 0);
+  REQUIRE(::mkdir((dir + "/deep").c_str(), 0755) == 0);
+  REQUIRE(::symlink(outside.path().c_str(), (dir + "/deep/out").c_str()) == 0);  // a link a level down
+  REQUIRE(::symlink("sub", (dir + "/inlink").c_str()) == 0);                      // links inside are not followed either
+  REQUIRE(::symlink("a b.png", (dir + "/inner.png").c_str()) == 0);
   REQUIRE(::mkfifo((dir + "/fifo.png").c_str(), 0644) == 0);
   // waste up passes --image-dir to waste-serve.
   const int port = free_port();
@@ -403,7 +443,7 @@ TEST_CASE("vision api: --image-dir lets image_url name files under it, and nothi
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   const VisionFacts vf = vision_facts(inst);
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/v1/chat/completions";
-  const int64_t tokens = image_tokens(84, 56, vf.patch, 1024);
+  const int64_t tokens = image_tokens(84, 56, vf.patch, kDefaultImagePatches);
 
   for (const std::string& ref : {"file://" + dir + "/a%20b.png", dir + "/sub/c.png", std::string("sub/c.png"),
                                  "file://" + dir + "/./sub//c.png", "file://localhost" + dir + "/sub/c.png"}) {
@@ -412,12 +452,30 @@ TEST_CASE("vision api: --image-dir lets image_url name files under it, and nothi
     REQUIRE_MESSAGE(r.status == 200, r.body);
     CHECK(r.j()["usage"]["prompt_tokens_details"]["image_tokens"] == tokens);
   }
-  for (const std::string& ref : {dir + "/../images/sub/c.png", std::string("sub/../sub/c.png"), dir + "/link.png",
-                                 dir + "/linkdir/secret.png", outside / "secret.png", dir + "/fifo.png", dir + "/sub",
-                                 dir + "/missing.png", std::string("file://otherhost") + dir + "/sub/c.png",
-                                 "file://" + dir + "/a%2"}) {
+  const std::string link = "symbolic link", not_regular = "not a regular file";
+  for (const auto& [ref, says] : std::vector<std::pair<std::string, std::string>>{
+           {dir + "/../images/sub/c.png", "'..'"},
+           {"sub/../sub/c.png", "'..'"},
+           {dir + "/link.png", link},  // a symbolic link to a file outside
+           {"inner.png", link},        // ... or inside
+           {dir + "/linkdir/secret.png", link},  // a symlinked directory pointing outside
+           {"linkdir/secret.png", link},
+           {"file://" + dir + "/linkdir/secret.png", link},
+           {"deep/out/secret.png", link},  // ... further down
+           {"inlink/c.png", link},         // ... or inside
+           {outside / "secret.png", "not under"},
+           {dir + "/fifo.png", not_regular},  // opened non-blocking: no hang (curl's --max-time would end one)
+           {dir + "/sub", not_regular},
+           {dir, "not under"},
+           {dir + "/missing.png", "cannot open"},
+           {std::string("file://otherhost") + dir + "/sub/c.png", "local absolute path"},
+           {"file://" + dir + "/a%2", "%-escape"}}) {
     CAPTURE(ref);
-    check_400(post(url, chat_with({image_part(ref)}).dump(), outside.path()), "messages[0].content[0].image_url.url");
+    const auto t0 = std::chrono::steady_clock::now();
+    const Http r = post(url, chat_with({image_part(ref)}).dump(), outside.path());
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+    check_400(r, "messages[0].content[0].image_url.url");
+    CHECK_MESSAGE(r.j()["error"]["message"].get<std::string>().find(says) != std::string::npos, r.body);
   }
   CHECK(post(url, chat_with({image_part(dir + "/sub/c.png")}).dump(), outside.path()).status == 200);
   // Refused at start: --image-dir without --http, waste-serve --image-dir /.
@@ -429,6 +487,10 @@ TEST_CASE("vision api: --image-dir lets image_url name files under it, and nothi
                                 " --listen 127.0.0.1:0 --image-dir /");
   CHECK(root.status != 0);
   CHECK_MESSAGE(root.output.find("root directory") != std::string::npos, root.output);
+  const auto file = run_command(env_or("WASTE_SERVE", "waste-serve") + " --connect " + inst.run_dir() +
+                                " --listen 127.0.0.1:0 --image-dir " + dir + "/sub/c.png");
+  CHECK(file.status != 0);
+  CHECK_MESSAGE(file.output.find("not a directory") != std::string::npos, file.output);
 }
 
 TEST_CASE("vision api: a model without a vision tower refuses images by name, over HTTP, C and the CLI") {
@@ -485,7 +547,7 @@ TEST_CASE("vision api: the C API and the C++ client attach images; waste run --i
   const VisionFacts vf = vision_facts(inst);
   TempDir tmp;
   const Bytes png = rgb_png(84, 56), wide = rgb_png(700, 150);
-  const int64_t tokens = image_tokens(84, 56, vf.patch, 1024), wide_tokens = image_tokens(700, 150, vf.patch, 1024);
+  const int64_t tokens = image_tokens(84, 56, vf.patch, kDefaultImagePatches), wide_tokens = image_tokens(700, 150, vf.patch, kDefaultImagePatches);
   write_bytes(tmp / "a.png", png);
   write_bytes(tmp / "wide.png", wide);
   write_bytes(tmp / "bad.png", Bytes(png.begin(), png.begin() + 60));
@@ -496,7 +558,7 @@ TEST_CASE("vision api: the C API and the C++ client attach images; waste run --i
   char info[4096];
   REQUIRE(waste_info_json(c, info, sizeof info, nullptr) == WASTE_OK);
   CHECK(json::parse(info)["vision"] == true);
-  CHECK(json::parse(info)["image_patches"] == 1024);
+  CHECK(json::parse(info)["image_patches"] == kDefaultImagePatches);
   const std::string url = data_url(png);
   auto chat_request = [&](waste_content_part* parts, size_t n, waste_message* msg, waste_request* q) {
     msg[0] = waste_message{};
@@ -534,6 +596,11 @@ TEST_CASE("vision api: the C API and the C++ client attach images; waste run --i
     CHECK(std::string(waste_last_error_field()) == "messages[0].parts[0].data");
     parts[0] = {WASTE_PART_IMAGE, nullptr, nullptr, 0};
     CHECK(waste_generate_request(s, &q, nullptr, nullptr, nullptr) == WASTE_ERROR_ARGUMENT);
+    parts[0] = {WASTE_PART_IMAGE, nullptr, png.data(), png.size()};
+    parts[1] = {WASTE_PART_TEXT, "What?", png.data(), png.size()};  // a text part carries no data
+    CHECK(waste_generate_request(s, &q, nullptr, nullptr, nullptr) == WASTE_ERROR_ARGUMENT);
+    CHECK(std::string(waste_last_error_field()) == "messages[0].parts[1].data");
+    parts[1] = {WASTE_PART_TEXT, "What?", nullptr, 0};
     parts[0] = {WASTE_PART_IMAGE, nullptr, png.data(), 60};
     CHECK(waste_generate_request(s, &q, nullptr, nullptr, nullptr) == WASTE_ERROR);
     CHECK(std::string(waste_last_error_field()) == "messages[0].parts[0]");
@@ -576,12 +643,32 @@ TEST_CASE("vision api: the C API and the C++ client attach images; waste run --i
     waste::client::Client cc(inst.run_dir());
     const auto i = cc.info();
     CHECK(i.vision);
-    CHECK(i.image_patches == 1024);
+    CHECK(i.image_patches == uint32_t(kDefaultImagePatches));
     auto s = cc.open_session();
     uint32_t vocab = 0;
     const std::vector<float> logits = s->eval({5, vf.placeholder, 6}, false, &vocab, {png});
     REQUIRE(vocab > 0);
     CHECK(logits.size() == size_t(2 + tokens) * vocab);
+    // A part is an image's file or its URL, and a text part has no file: both refused by name.
+    using Part = waste::chat::ContentPart;
+    for (const auto& [part, says] : std::vector<std::pair<Part, std::string>>{
+             {Part{Part::Kind::Image, url, png}, "both its file and a URL"},
+             {Part{Part::Kind::Text, "What?", png}, "a text part has no data"}}) {
+      waste::client::Request r;
+      r.kind = waste::client::Request::Kind::Chat;
+      waste::chat::Message m;
+      m.role = "user";
+      m.content = {Part{Part::Kind::Text, "Look:", {}}, part};
+      r.chat.messages.push_back(m);
+      r.max_tokens = 2;
+      try {
+        s->generate_events(r, [](const waste::client::TokenEvent&) { return true; });
+        FAIL("the client sent a part with " << says);
+      } catch (const waste::chat::RequestError& e) {
+        CHECK(e.param == "messages[0].content[1]");
+        CHECK_MESSAGE(std::string(e.what()).find(says) != std::string::npos, e.what());
+      }
+    }
   }
 
   // waste run --image, through the instance and in this process: the same greedy answer.

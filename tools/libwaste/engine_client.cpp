@@ -99,6 +99,7 @@ kj::ArrayPtr<const kj::byte> bytes_ptr(const std::vector<uint8_t>& v) { return {
 // reference (`text`, a data: URL) for compute to decode: never both, so nothing is ignored.
 void set_part(proto::ContentPart::Builder b, const chat::ContentPart& p, const std::string& field) {
   const bool image = p.kind == chat::ContentPart::Kind::Image;
+  if (!image && !p.data.empty()) throw chat::RequestError(field, "a text part has no data (an image part carries the file)");
   b.setImage(image);
   if (image && !p.data.empty()) {
     if (!p.text.empty()) throw chat::RequestError(field, "an image part has both its file and a URL");

@@ -39,6 +39,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The version of this API's layouts and meanings, incremented with the library's soversion
+ * (libwaste.so.N) whenever a struct changes layout or a function its meaning: a program built
+ * against one version must be rebuilt for another.
+ *   1: the first API (a library without a soversion).
+ *   2 (libwaste.so.1): images. waste_content_part gained data and size, waste_request images,
+ *      n_images and image_patches, waste_result image_tokens and image_seconds: the layouts of
+ *      all three (and of waste_reply, which holds a waste_result) changed. */
+#define WASTE_API_VERSION 2
+
 #ifdef __cplusplus
 extern "C" {
 #endif

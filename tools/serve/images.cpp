@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,24 +83,29 @@ std::vector<std::string> components(const std::string& path, const std::string& 
   return out;
 }
 
+// `parts` joined with '/', relative ("sub/c.png").
 std::string joined(const std::vector<std::string>& parts) {
   std::string s;
-  for (const std::string& p : parts) s += "/" + p;
+  for (const std::string& p : parts) s += (s.empty() ? "" : "/") + p;
   return s;
 }
 
-// The rest of `parts` after `prefix` (empty when `parts` does not start with it).
+// The rest of `parts` after `prefix` (nullopt when `parts` does not start with it, or is it).
 std::optional<std::vector<std::string>> under(const std::vector<std::string>& parts, const std::vector<std::string>& prefix) {
   if (parts.size() <= prefix.size() || !std::equal(prefix.begin(), prefix.end(), parts.begin())) return std::nullopt;
   return std::vector<std::string>(parts.begin() + ptrdiff_t(prefix.size()), parts.end());
 }
 
-// The path a descriptor was opened at, as the kernel resolved it.
-std::string opened_path(int fd) {
-  char buf[PATH_MAX + 1];
-  const std::string link = "/proc/self/fd/" + std::to_string(fd);
-  const ssize_t n = ::readlink(link.c_str(), buf, PATH_MAX);
-  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+// openat2(2) beneath `dir_fd`: no symbolic link followed anywhere on the way (nor /proc's magic
+// links), no component resolved above the directory. glibc has no wrapper: the raw syscall.
+int open_beneath(int dir_fd, const char* relative, uint64_t flags) {
+  struct open_how how {};
+  how.flags = flags;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  for (;;) {
+    const long fd = ::syscall(SYS_openat2, dir_fd, relative, &how, sizeof how);
+    if (fd >= 0 || errno != EINTR) return int(fd);
+  }
 }
 
 std::vector<uint8_t> read_bounded(int fd, uint64_t max_bytes, const std::string& field) {
@@ -119,41 +126,59 @@ std::vector<uint8_t> read_bounded(int fd, uint64_t max_bytes, const std::string&
 ImageDir::ImageDir(const std::string& dir) {
   char real[PATH_MAX];
   require(::realpath(dir.c_str(), real) != nullptr, "--image-dir " + dir + ": " + std::strerror(errno));
-  struct stat st {};
-  require(::stat(real, &st) == 0 && S_ISDIR(st.st_mode), "--image-dir " + dir + ": not a directory");
   // "/" would let a client read every file of the machine the server may read.
   require(std::string(real) != "/", "--image-dir " + dir + ": the root directory would expose every file");
+  const int fd = ::open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  require(fd >= 0, "--image-dir " + dir + ": " + (errno == ENOTDIR ? std::string("not a directory") : std::strerror(errno)));
+  auto owned = std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+  struct stat st {};
+  require(::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode), "--image-dir " + dir + ": not a directory");
+  // The kernel must resolve each name beneath the directory itself: without openat2 the server
+  // would have to check paths it does not open atomically, so it refuses to start instead.
+  const int probe = open_beneath(fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (probe < 0) {
+    const int e = errno;
+    require(e != ENOSYS, "--image-dir " + dir + ": this kernel has no openat2(2) (Linux 5.6 or later), which "
+                         "--image-dir needs to open files beneath the directory safely");
+    throw Error("--image-dir " + dir + ": openat2(2) beneath the directory failed: " + std::strerror(e) +
+                " (a seccomp filter refusing it?); --image-dir needs it to open files safely");
+  }
+  ::close(probe);
   root_ = real;
+  dir_fd_ = std::move(owned);
 }
 
-std::string ImageDir::path_of(const std::string& ref, const std::string& field) const {
+std::string ImageDir::relative_path(const std::string& ref, const std::string& field) const {
   if (!enabled()) refuse(field, "this server reads no local image files (waste-serve --image-dir DIR allows them)");
   if (ref.find('\0') != std::string::npos) refuse(field, "the image path holds a NUL byte");
   const std::string path = starts_with_nocase(ref, "file://") ? file_url_path(ref, field) : ref;
   const std::vector<std::string> parts = components(path, field);
-  if (path[0] != '/') {
+  if (path.empty() || path[0] != '/') {
     if (parts.empty()) refuse(field, "the image path names no file");
-    return root_ + joined(parts);
+    return joined(parts);
   }
   const auto rest = under(parts, components(root_, field));
   if (!rest) refuse(field, "the image path is not under the server's --image-dir (" + root_ + ")");
-  return root_ + joined(*rest);
+  return joined(*rest);
 }
 
 std::vector<uint8_t> ImageDir::read(const std::string& ref, const std::string& field, uint64_t max_bytes) const {
-  const std::string path = path_of(ref, field);
+  const std::string relative = relative_path(ref, field);
   Fd f;
-  // O_NOFOLLOW: the file itself must not be a link; O_NONBLOCK: a FIFO must not hang the open.
-  f.fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  // Beneath the directory, no link followed on the way (the kernel checks each component as it
+  // resolves it: nothing can be swapped in between); O_NONBLOCK: a FIFO cannot hang the open.
+  f.fd = open_beneath(*dir_fd_, relative.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (f.fd < 0) {
-    if (errno == ELOOP) refuse(field, "the image path is a symbolic link (not followed)");
+    if (errno == ELOOP) refuse(field, "the image path goes through a symbolic link (not followed)");
+    if (errno == EXDEV) refuse(field, "the image path is not under the server's --image-dir (" + root_ + ")");
+    if (errno == ENOSYS) refuse(field, "this kernel has no openat2(2): the server reads no local image files");
     refuse(field, "cannot open the image file " + ref + ": " + std::strerror(errno));
   }
   struct stat st {};
   if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) refuse(field, "the image path is not a regular file");
-  // Where the open really landed: a symbolic link among the directories on the way would make it
-  // differ from the path named (checked on the open file, so nothing can change in between).
-  if (opened_path(f.fd) != path) refuse(field, "the image path goes through a symbolic link (not followed)");
   if (uint64_t(st.st_size) > max_bytes) refuse(field, "the image file is more than " + std::to_string(max_bytes) + " bytes");
   return read_bounded(f.fd, max_bytes, field);
 }

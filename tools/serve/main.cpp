@@ -403,8 +403,8 @@ std::string metrics(const Config& cfg) {
 int main(int argc, char** argv) {
   Config cfg;
   std::string connect = waste::client::default_run_dir(), listen = "127.0.0.1:8080";
-  // A couple of 20 MB images fit: a data: URL is base64, 4/3 of the file (2 x 26.7 MB + text).
-  size_t max_body = 64u << 20;
+  // Given or not: the default depends on the model (compute's info, below).
+  size_t max_body = 0;
   std::string image_dir;
   int threads = 8;
   CLI::App app{"waste-serve: OpenAI-compatible HTTP server in front of waste-compute"};
@@ -413,9 +413,12 @@ int main(int argc, char** argv) {
   app.add_option("--api-key", cfg.api_keys,
                  "require Authorization: Bearer KEY; repeat for several keys, each with a prompt cache of its own "
                  "(default: WASTE_API_KEY if set, several separated by commas)");
-  app.add_option("--max-body", max_body,
-                 "largest request body in bytes (64 MiB: a couple of 20 MB images as data: URLs; each HTTP thread may "
-                 "hold one body)");
+  CLI::Option* max_body_opt = app.add_option(
+      "--max-body", max_body,
+      "largest request body in bytes (default: " + std::to_string(waste::serve::kDefaultMaxBodyVision) +
+          " with a vision tower, room for a request's " + std::to_string(waste::kMaxImageBytesPerRequest >> 20) +
+          " MiB of images as base64 data: URLs; else " + std::to_string(waste::serve::kDefaultMaxBody) +
+          "; each HTTP thread may hold one body)");
   app.add_option("--max-prompt-bytes", cfg.limits.max_prompt_bytes, "largest text of a prompt in bytes (1 MiB)");
   app.add_option("--image-dir", image_dir,
                  "let image_url parts name local files (file:///... or a path) under this directory only; off by default");
@@ -451,8 +454,9 @@ int main(int argc, char** argv) {
     if (cfg.model_name.empty()) cfg.model_name = std::filesystem::path(info.model).filename().string();
     if (cfg.model_name.empty()) cfg.model_name = "waste";
     cfg.vision = info.vision;
-    spdlog::info("serve: compute at {}: {} ({}), context {}", cfg.address, cfg.model_name, info.family,
-                 info.default_context);
+    if (max_body_opt->count() == 0) max_body = waste::serve::default_max_body(info.vision);
+    spdlog::info("serve: compute at {}: {} ({}), context {}, request bodies up to {} bytes{}", cfg.address,
+                 cfg.model_name, info.family, info.default_context, max_body, info.vision ? " (vision)" : "");
   } catch (const std::exception& e) {
     spdlog::error("serve: {}", e.what());
     return 1;
@@ -464,9 +468,11 @@ int main(int argc, char** argv) {
   svr.set_payload_max_length(max_body);
   svr.set_read_timeout(30, 0);
   // httplib's own refusals (413 body too large, 404, 400 bad request line) get OpenAI bodies.
-  svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  svr.set_error_handler([max_body](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 413) send_error(res, {413, "the request body is too large", "invalid_request_error", "", "payload_too_large"});
+    if (res.status == 413)
+      send_error(res, {413, "the request body is more than " + std::to_string(max_body) + " bytes (waste-serve --max-body)",
+                       "invalid_request_error", "", "payload_too_large"});
     else if (res.status == 404) send_error(res, {404, "no such endpoint", "invalid_request_error", "", "not_found"});
     else if (res.status == 405) send_error(res, {405, "method not allowed", "invalid_request_error", "", ""});
     else send_error(res, {res.status, "bad request", res.status >= 500 ? "server_error" : "invalid_request_error", "", ""});

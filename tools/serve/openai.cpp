@@ -73,6 +73,9 @@ std::vector<ImagePart> image_parts(const chat::Json& messages, const chat::ChatR
       if (c.messages[i].content[k].kind != chat::ContentPart::Kind::Image) continue;
       const chat::Json& raw = messages[i]["content"][k];
       ImagePart ip;
+      if (out.size() == size_t(kMaxImagesPerRequest))
+        throw Bad{"messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]",
+                  "more than " + std::to_string(kMaxImagesPerRequest) + " images in one request"};
       ip.message = i;
       ip.part = k;
       ip.field = "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
@@ -94,6 +97,49 @@ std::vector<ImagePart> image_parts(const chat::Json& messages, const chat::ChatR
   return out;
 }
 
+// The JSON of a body, built by nlohmann's own tree builder (one pass, no copy) while its values
+// and its nesting are counted: past a bound the parse stops, before the tree grows further.
+// (nlohmann's parse callback would count as well, but its tree builder scans the parent for
+// discarded values at each object's end: quadratic in an array of many small objects.)
+class BoundedJsonParser {
+ public:
+  enum class Over { None, Elements, Depth };
+  BoundedJsonParser(chat::Json& out, const Limits& limits) : dom_(out, false), limits_(limits) {}
+  Over over() const { return over_; }
+
+  bool null() { return count() && dom_.null(); }
+  bool boolean(bool v) { return count() && dom_.boolean(v); }
+  bool number_integer(chat::Json::number_integer_t v) { return count() && dom_.number_integer(v); }
+  bool number_unsigned(chat::Json::number_unsigned_t v) { return count() && dom_.number_unsigned(v); }
+  bool number_float(chat::Json::number_float_t v, const chat::Json::string_t& s) { return count() && dom_.number_float(v, s); }
+  bool string(chat::Json::string_t& v) { return count() && dom_.string(v); }
+  bool binary(chat::Json::binary_t& v) { return count() && dom_.binary(v); }
+  bool start_object(std::size_t n) { return open() && dom_.start_object(n); }
+  bool end_object() { return --depth_, dom_.end_object(); }
+  bool start_array(std::size_t n) { return open() && dom_.start_array(n); }
+  bool end_array() { return --depth_, dom_.end_array(); }
+  bool key(chat::Json::string_t& k) { return dom_.key(k); }
+  template <class Exception>
+  bool parse_error(std::size_t at, const std::string& token, const Exception& e) { return dom_.parse_error(at, token, e); }
+
+ private:
+  bool count() {
+    if (++elements_ <= limits_.max_json_elements) return true;
+    over_ = Over::Elements;
+    return false;
+  }
+  bool open() {
+    if (++depth_ <= limits_.max_json_depth) return count();
+    over_ = Over::Depth;
+    return false;
+  }
+  nlohmann::detail::json_sax_dom_parser<chat::Json> dom_;
+  const Limits& limits_;
+  uint64_t elements_ = 0;
+  int depth_ = 0;
+  Over over_ = Over::None;
+};
+
 // A completion's prompt that holds content parts with images: said plainly, images are a chat's.
 bool has_image_parts(const chat::Json& prompt) {
   if (!prompt.is_array()) return false;
@@ -106,13 +152,21 @@ bool has_image_parts(const chat::Json& prompt) {
 }  // namespace
 
 std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, const Limits& limits, ApiError* err) {
-  const chat::Json j = chat::Json::parse(body, nullptr, false);
-  if (j.is_discarded()) {
-    *err = {400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"};
+  chat::Json j;
+  BoundedJsonParser sax(j, limits);
+  if (!chat::Json::sax_parse(body, &sax)) {
+    if (sax.over() == BoundedJsonParser::Over::Elements)
+      *err = {413, "the request body holds more than " + std::to_string(limits.max_json_elements) + " JSON values",
+              "invalid_request_error", "", "payload_too_large"};
+    else if (sax.over() == BoundedJsonParser::Over::Depth)
+      *err = {400, "the request body nests JSON deeper than " + std::to_string(limits.max_json_depth) + " levels",
+              "invalid_request_error", "", "invalid_json"};
+    else
+      *err = {400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"};
     return std::nullopt;
   }
   if (!j.is_object()) {
-    *err = {400, "the request body must be a JSON object"};
+    *err = {400, "the request body must be a JSON object", "invalid_request_error", "", ""};
     return std::nullopt;
   }
   try {

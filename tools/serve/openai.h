@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "shared/image/image_budget.h"
 #include "tools/libwaste/engine_client.h"
 
 namespace waste::serve {
@@ -28,8 +29,17 @@ struct ImagePart {
 };
 
 // detail "low": the request's images take at most this many patches (64 image tokens each)
-// instead of compute's default; "high" and "auto" take the default.
+// instead of compute's default; "high" and "auto" take the default. waste-serve's own choice,
+// within the shared bounds (shared/image/image_budget.h).
 constexpr uint32_t kLowDetailPatches = 256;
+static_assert(kLowDetailPatches >= uint32_t(kMinImagePatches) && kLowDetailPatches <= uint32_t(kDefaultImagePatches));
+
+// The default --max-body: what a request's images can need when the model has a vision tower
+// (kMaxImageBytesPerRequest as base64 data: URLs, 4/3 of it, plus 1 MiB for the rest of the
+// request), else 1 MiB. Each HTTP thread may hold one body and its parsed JSON.
+constexpr size_t kDefaultMaxBody = 1u << 20;
+constexpr size_t kDefaultMaxBodyVision = size_t((kMaxImageBytesPerRequest + 2) / 3 * 4) + (1u << 20);
+constexpr size_t default_max_body(bool vision) { return vision ? kDefaultMaxBodyVision : kDefaultMaxBody; }
 
 struct ParsedRequest {
   client::Request request;
@@ -45,11 +55,17 @@ struct Limits {
   uint32_t max_tokens_cap = 1u << 16;  // largest max_tokens accepted
   size_t max_prompt_bytes = 1u << 20;  // of text (images are bounded by the body and by compute)
   bool local_images = false;           // --image-dir given: file:// URLs and paths may name images
+  // The parsed body's JSON tree, bounded while it is built (a body of tiny elements would take
+  // some 65 bytes of tree per 3 bytes of body): its values (objects, arrays, strings, numbers,
+  // ...) and its nesting (code that walks a schema or dumps a value recurses).
+  uint64_t max_json_elements = 1u << 20;
+  int max_json_depth = 128;
 };
 
 // Parses a body of /v1/chat/completions (chat = true) or /v1/completions. Returns the request
 // or fills *err (400, naming the field) for malformed JSON, a field of the wrong type or out of
-// range, or a field this server does not support (never silently ignored).
+// range, or a field this server does not support (never silently ignored); 413 for a body of
+// more JSON values than limits.max_json_elements, 400 for one nested deeper than max_json_depth.
 std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, const Limits& limits, ApiError* err);
 
 // finish_reason of a finished generation: length, tool_calls (the reply ends in calls) or stop.
