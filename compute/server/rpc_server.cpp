@@ -61,6 +61,9 @@ void add_image(std::vector<RequestImage>& out, uint64_t& total, std::vector<uint
 
 std::vector<uint8_t> bytes_of(capnp::Data::Reader d) { return {d.begin(), d.end()}; }
 
+// Text as sent, all of it: a U+0000 in a message is text like any other (cStr() would end it there).
+std::string str(capnp::Text::Reader t) { return std::string(t.begin(), t.size()); }
+
 // A chat's image parts (the file itself, or a data: URL), in prompt order.
 std::vector<RequestImage> chat_images(capnp::List<proto::ChatMessage>::Reader msgs) {
   std::vector<RequestImage> out;
@@ -280,7 +283,7 @@ chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, 
   chat::ChatRequest r;
   for (auto m : msgs) {
     chat::Message msg;
-    msg.role = m.getRole().cStr();
+    msg.role = str(m.getRole());
     if (msg.role == "developer") msg.role = "system";
     require(msg.role == "system" || msg.role == "user" || msg.role == "assistant" || msg.role == "tool",
             "chat: unknown role '" + msg.role + "' (expected system, user, assistant or tool)");
@@ -288,26 +291,26 @@ chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, 
       // An image part's reference is read by chat_images (the renderer needs only its place).
       for (auto part : m.getParts())
         msg.content.push_back(part.getImage() ? chat::ContentPart{chat::ContentPart::Kind::Image, "", {}}
-                                              : chat::ContentPart{chat::ContentPart::Kind::Text, part.getText().cStr(), {}});
+                                              : chat::ContentPart{chat::ContentPart::Kind::Text, str(part.getText()), {}});
     } else if (m.getContent().size() > 0) {
-      msg.content.push_back({chat::ContentPart::Kind::Text, m.getContent().cStr()});
+      msg.content.push_back({chat::ContentPart::Kind::Text, str(m.getContent())});
     }
-    msg.name = m.getName().cStr();
-    msg.reasoning = m.getReasoning().cStr();
+    msg.name = str(m.getName());
+    msg.reasoning = str(m.getReasoning());
     for (auto tc : m.getToolCalls()) {
       chat::ToolCall call;
-      if (tc.getHasId()) call.id = tc.getId().cStr();
-      call.name = tc.getName().cStr();
-      call.arguments = tc.getArguments().cStr();
+      if (tc.getHasId()) call.id = str(tc.getId());
+      call.name = str(tc.getName());
+      call.arguments = str(tc.getArguments());
       msg.tool_calls.push_back(std::move(call));
     }
-    if (m.getHasToolCallId()) msg.tool_call_id = m.getToolCallId().cStr();
-    if (m.getHasTool()) msg.tool = m.getTool().cStr();
+    if (m.getHasToolCallId()) msg.tool_call_id = str(m.getToolCallId());
+    if (m.getHasTool()) msg.tool = str(m.getTool());
     msg.tools = json_field(m.getToolsJson(), "messages.tools");
     r.messages.push_back(std::move(msg));
   }
   r.tools = json_field(o.getToolsJson(), "tools");
-  const std::string choice = o.getToolChoice().cStr();
+  const std::string choice = str(o.getToolChoice());
   r.tool_choice.given = !choice.empty();
   if (choice == "none") r.tool_choice.mode = chat::ToolChoice::Mode::None;
   else if (choice == "required") r.tool_choice.mode = chat::ToolChoice::Mode::Required;
@@ -315,7 +318,7 @@ chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, 
     r.tool_choice.mode = chat::ToolChoice::Mode::Named;
     r.tool_choice.name = choice.substr(9);
   } else require(choice.empty() || choice == "auto", "tool_choice: unknown value '" + choice + "'");
-  const std::string rf = o.getResponseFormat().cStr();
+  const std::string rf = str(o.getResponseFormat());
   if (rf == "json_object") r.response_format.type = chat::ResponseFormat::Type::JsonObject;
   else if (rf == "json_schema") {
     r.response_format.type = chat::ResponseFormat::Type::JsonSchema;
@@ -323,7 +326,7 @@ chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, 
   } else require(rf.empty() || rf == "text", "response_format: unknown type '" + rf + "'");
   r.thinking = o.getThinking();
   r.thinking_given = o.getThinkingGiven();
-  r.thinking_effort = o.getThinkingEffort().cStr();
+  r.thinking_effort = str(o.getThinkingEffort());
   r.add_generation_prompt = o.getAddGenerationPrompt();
   return r;
 }
@@ -518,7 +521,7 @@ class SessionImpl final : public proto::Session::Server {
       };
       cb.backed_up = [unsent = pump->unsent()] { return unsent->load() > kMaxUnsentTokens; };
       cb.done = [fulfiller](GenerateOutcome o) { (*fulfiller)->fulfill(kj::mv(o)); };
-      svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb), req.getCacheScope().cStr(),
+      svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb), str(req.getCacheScope()),
                    std::move(prompt_images));
 
       SinkPump* raw = pump.get();
@@ -590,14 +593,14 @@ class SessionImpl final : public proto::Session::Server {
   }
 
   kj::Promise<void> save(SaveContext ctx) override {
-    return save_or_load(ctx.getParams().getPath().cStr(), true, [ctx](EngineService::FileResult r) mutable {
+    return save_or_load(str(ctx.getParams().getPath()), true, [ctx](EngineService::FileResult r) mutable {
       ctx.getResults().setTokens(r.tokens);
       ctx.getResults().setBytes(r.bytes);
       ctx.getResults().setSeconds(r.seconds);
     });
   }
   kj::Promise<void> load(LoadContext ctx) override {
-    return save_or_load(ctx.getParams().getPath().cStr(), false, [ctx](EngineService::FileResult r) mutable {
+    return save_or_load(str(ctx.getParams().getPath()), false, [ctx](EngineService::FileResult r) mutable {
       ctx.getResults().setTokens(r.tokens);
       ctx.getResults().setBytes(r.bytes);
       ctx.getResults().setSeconds(r.seconds);
@@ -662,6 +665,8 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> save_or_load(std::string path, bool save, Set set) {
     return guarded([&]() -> kj::Promise<void> {
       require(!path.empty(), "save/load: empty path");
+      // A NUL would end the path early for the kernel: another file than the one named.
+      require(path.find('\0') == std::string::npos, "save/load: the path holds a NUL byte");
       // Compute's working directory is not the client's: a relative path would land elsewhere.
       require(path[0] == '/', std::string(save ? "save" : "load") + ": " + path + ": give an absolute path (the file is on the compute host)");
       using Result = std::pair<std::string, EngineService::FileResult>;

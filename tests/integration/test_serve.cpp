@@ -215,3 +215,22 @@ TEST_CASE("serve: an API key is required on every endpoint but /health (a livene
   serve.signal(SIGTERM);
   CHECK(serve.wait_exit(30) == 0);
 }
+
+TEST_CASE("serve: U+0000 in message content is text, not the end of the prompt") {
+  const int port = free_port();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Instance inst("--http " + addr + " --ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  const std::string url = "http://" + addr + "/v1/chat/completions";
+  auto prompt_tokens = [&](const std::string& content) {
+    const json req = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}};
+    const Http h = post(url, req.dump(), tmp.path());  // dump() writes the NUL as \u0000
+    REQUIRE_MESSAGE(h.status == 200, h.body);
+    return json::parse(h.body)["usage"]["prompt_tokens"].get<int64_t>();
+  };
+  const int64_t before = prompt_tokens("Hello");
+  const int64_t with_tail = prompt_tokens(std::string("Hello\0 and the rest of the message", 34));
+  CHECK(with_tail > before + 3);  // the text after the NUL reached the prompt
+  CHECK(prompt_tokens(std::string("\0Hello", 6)) > before);  // a leading NUL is text too, not "empty prompt"
+}

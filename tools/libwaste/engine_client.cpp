@@ -33,6 +33,11 @@ std::string engine_address(const std::string& where) {
 
 namespace {
 
+// std::string to Text by its size: the implicit conversion goes through c_str() and would end
+// the text at its first NUL (a U+0000 in a message is text like any other).
+capnp::Text::Reader text_of(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+
+
 // Every RPC error names compute's address, and says so when compute went away.
 template <typename F>
 auto call(const std::string& address, const char* what, F&& f) -> decltype(f()) {
@@ -105,7 +110,7 @@ void set_part(proto::ContentPart::Builder b, const chat::ContentPart& p, const s
     if (!p.text.empty()) throw chat::RequestError(field, "an image part has both its file and a URL");
     b.setData(bytes_ptr(p.data));
   } else {
-    b.setText(p.text);
+    b.setText(text_of(p.text));
   }
 }
 
@@ -125,24 +130,24 @@ void set_chat(proto::GenerateRequest::Builder g, const chat::ChatRequest& c) {
   for (size_t i = 0; i < c.messages.size(); ++i) {
     const chat::Message& m = c.messages[i];
     auto b = l[uint32_t(i)];
-    b.setRole(m.role);
+    b.setRole(text_of(m.role));
     auto parts = b.initParts(uint32_t(m.content.size()));
     for (size_t k = 0; k < m.content.size(); ++k)
       set_part(parts[uint32_t(k)], m.content[k], "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]");
-    b.setName(m.name);
-    b.setReasoning(m.reasoning);
+    b.setName(text_of(m.name));
+    b.setReasoning(text_of(m.reasoning));
     auto tcs = b.initToolCalls(uint32_t(m.tool_calls.size()));
     for (size_t k = 0; k < m.tool_calls.size(); ++k) {
       const chat::ToolCall& tc = m.tool_calls[k];
       tcs[uint32_t(k)].setHasId(tc.id.has_value());
-      if (tc.id) tcs[uint32_t(k)].setId(*tc.id);
-      tcs[uint32_t(k)].setName(tc.name);
-      tcs[uint32_t(k)].setArguments(tc.arguments);
+      if (tc.id) tcs[uint32_t(k)].setId(text_of(*tc.id));
+      tcs[uint32_t(k)].setName(text_of(tc.name));
+      tcs[uint32_t(k)].setArguments(text_of(tc.arguments));
     }
     b.setHasToolCallId(m.tool_call_id.has_value());
-    if (m.tool_call_id) b.setToolCallId(*m.tool_call_id);
+    if (m.tool_call_id) b.setToolCallId(text_of(*m.tool_call_id));
     b.setHasTool(m.tool.has_value());
-    if (m.tool) b.setTool(*m.tool);
+    if (m.tool) b.setTool(text_of(*m.tool));
     if (!m.tools.is_null()) b.setToolsJson(m.tools.dump());
   }
   auto o = g.initChatOptions();
@@ -316,7 +321,7 @@ Result Session::generate_events(const Request& r, const OnEvent& on_token, const
     auto g = req.initRequest();
     switch (r.kind) {
       case Request::Kind::Text:
-        g.getPrompt().setText(r.text);
+        g.getPrompt().setText(text_of(r.text));
         break;
       case Request::Kind::Tokens: {
         auto l = g.getPrompt().initTokens(uint32_t(r.tokens.size()));
@@ -361,7 +366,7 @@ std::vector<int32_t> Session::tokenize(const std::string& text) {
   Client::Impl& c = *impl_->client;
   return call(c.address, "tokenize", [&] {
     auto req = impl_->session.tokenizeRequest();
-    req.setText(text);
+    req.setText(text_of(text));
     auto r = req.send().wait(c.ws());
     std::vector<int32_t> out;
     for (int32_t id : r.getTokens()) out.push_back(id);
@@ -400,7 +405,7 @@ FileResult Session::save(const std::string& path) {
   Client::Impl& c = *impl_->client;
   return call(c.address, "save", [&] {
     auto req = impl_->session.saveRequest();
-    req.setPath(path);
+    req.setPath(text_of(path));
     auto r = req.send().wait(c.ws());
     return FileResult{r.getTokens(), r.getBytes(), r.getSeconds()};
   });
@@ -410,7 +415,7 @@ FileResult Session::load(const std::string& path) {
   Client::Impl& c = *impl_->client;
   return call(c.address, "load", [&] {
     auto req = impl_->session.loadRequest();
-    req.setPath(path);
+    req.setPath(text_of(path));
     auto r = req.send().wait(c.ws());
     return FileResult{r.getTokens(), r.getBytes(), r.getSeconds()};
   });
