@@ -234,3 +234,19 @@ TEST_CASE("serve: U+0000 in message content is text, not the end of the prompt")
   CHECK(with_tail > before + 3);  // the text after the NUL reached the prompt
   CHECK(prompt_tokens(std::string("\0Hello", 6)) > before);  // a leading NUL is text too, not "empty prompt"
 }
+
+TEST_CASE("serve: a second server cannot take a port one already serves") {
+  const int port = free_port();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Instance inst("--http " + addr + " --ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  const char* serve = std::getenv("WASTE_SERVE");
+  REQUIRE(serve != nullptr);
+  // Against the same compute: the only difference is the port being taken. `timeout` is the
+  // deadline a server that did bind would hit (it would serve until killed).
+  auto r = run_command("timeout 30 " + std::string(serve) + " --connect " + inst.run_dir() + " --listen " + addr);
+  CHECK(r.status == 1);
+  CHECK_MESSAGE(r.output.find("cannot bind " + addr) != std::string::npos, r.output);
+  TempDir tmp;
+  CHECK(get("http://" + addr + "/health", tmp.path()).status == 200);  // the first still serves
+}

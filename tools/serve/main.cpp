@@ -2,12 +2,14 @@
 // opens its own connection and session (freed when the request ends), so concurrent requests
 // are batched by compute like any other clients.
 #include <httplib.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <optional>
@@ -467,6 +469,13 @@ int main(int argc, char** argv) {
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(std::max(1, threads))); };
   svr.set_payload_max_length(max_body);
   svr.set_read_timeout(30, 0);
+  // The library's default sets SO_REUSEPORT, which let a second waste-serve (of another model)
+  // bind the same port and take half the connections. SO_REUSEADDR alone: a restart may rebind
+  // at once (no TIME_WAIT wait), and a port in use fails with EADDRINUSE.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   // httplib's own refusals (413 body too large, 404, 400 bad request line) get OpenAI bodies.
   svr.set_error_handler([max_body](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -531,7 +540,7 @@ int main(int argc, char** argv) {
     bound = -1;
   }
   if (bound < 0) {
-    spdlog::error("serve: cannot bind {}", listen);
+    spdlog::error("serve: cannot bind {} (in use by another server, or not an address of this host)", listen);
     return 1;
   }
   // The line the supervisor and tests read to learn the port.
