@@ -250,3 +250,11 @@ TEST_CASE("serve: a second server cannot take a port one already serves") {
   TempDir tmp;
   CHECK(get("http://" + addr + "/health", tmp.path()).status == 200);  // the first still serves
 }
+
+TEST_CASE("serve: waste up --http :PORT serves on loopback and comes up") {
+  const int port = free_port();
+  Instance inst("--http :" + std::to_string(port) + " --ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  CHECK(get("http://127.0.0.1:" + std::to_string(port) + "/health", tmp.path()).status == 200);
+}

@@ -411,7 +411,7 @@ int main(int argc, char** argv) {
   int threads = 8;
   CLI::App app{"waste-serve: OpenAI-compatible HTTP server in front of waste-compute"};
   app.add_option("--connect", connect, "compute's run directory or socket (default: the default run dir)");
-  app.add_option("--listen", listen, "HOST:PORT to bind (127.0.0.1:8080; port 0 picks one)");
+  app.add_option("--listen", listen, "HOST:PORT to bind (127.0.0.1:8080; :PORT is loopback; port 0 picks one)");
   app.add_option("--api-key", cfg.api_keys,
                  "require Authorization: Bearer KEY; repeat for several keys, each with a prompt cache of its own "
                  "(default: WASTE_API_KEY if set, several separated by commas)");
@@ -448,8 +448,16 @@ int main(int argc, char** argv) {
     spdlog::error("--listen {}: expected HOST:PORT", listen);
     return 2;
   }
-  const std::string host = listen.substr(0, colon);
-  const int port = std::atoi(listen.c_str() + colon + 1);
+  // ":PORT" means loopback, as the supervisor's readiness probe reads it (an empty host used to
+  // bind [::1] while the probe waited on 127.0.0.1 for ten minutes).
+  const std::string host = colon == 0 ? std::string("127.0.0.1") : listen.substr(0, colon);
+  const std::string port_text = listen.substr(colon + 1);
+  if (port_text.empty() || port_text.find_first_not_of("0123456789") != std::string::npos || port_text.size() > 5 ||
+      std::stoi(port_text) > 65535) {
+    spdlog::error("--listen {}: the port must be a number from 0 to 65535", listen);
+    return 2;
+  }
+  const int port = std::stoi(port_text);
   try {
     waste::client::Client c(cfg.address);
     const auto info = c.info();
