@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <chrono>
+#include <thread>
+
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -257,4 +260,34 @@ TEST_CASE("serve: waste up --http :PORT serves on loopback and comes up") {
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   TempDir tmp;
   CHECK(get("http://127.0.0.1:" + std::to_string(port) + "/health", tmp.path()).status == 200);
+}
+
+TEST_CASE("supervisor killed with -9: its children go with it, and a new up starts its own") {
+  const int port = free_port();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Instance inst("--http " + addr + " --ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  std::ifstream f(inst.run_dir() + "/supervise.json");
+  const json st = json::parse(f);
+  const int supervisor = st["supervisor_pid"].get<int>();
+  const int iod = inst.pid_of("iod"), compute = inst.pid_of("compute"), serve = inst.pid_of("serve");
+  REQUIRE(iod > 0);
+  REQUIRE(compute > 0);
+  REQUIRE(serve > 0);
+  REQUIRE(::kill(supervisor, SIGKILL) == 0);
+  auto alive = [](int pid) { return ::kill(pid, 0) == 0; };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((alive(iod) || alive(compute) || alive(serve)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling, bounded by the deadline
+  CHECK_FALSE(alive(iod));
+  CHECK_FALSE(alive(compute));
+  CHECK_FALSE(alive(serve));
+  // A new up in that directory starts (and answers with) processes of its own.
+  auto up = run_command(Instance::supervise() + " up " + inst.model() + " --run-dir " + inst.run_dir() +
+                        " --budget 512M --http " + addr + " --ctx 256");
+  REQUIRE_MESSAGE(up.status == 0, up.output);
+  CHECK(inst.pid_of("iod") > 0);
+  CHECK(inst.pid_of("iod") != iod);
+  TempDir tmp;
+  CHECK(get("http://" + addr + "/health", tmp.path()).status == 200);
 }
