@@ -291,3 +291,40 @@ TEST_CASE("supervisor killed with -9: its children go with it, and a new up star
   TempDir tmp;
   CHECK(get("http://" + addr + "/health", tmp.path()).status == 200);
 }
+
+TEST_CASE("a run directory another user made, or a symlink, is refused by up, iod and compute") {
+  TempDir tmp;
+  const std::string model = tmp / "m.waste";
+  auto s = run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress");
+  REQUIRE_MESSAGE(s.status == 0, s.output);
+  // A symlink where the run directory should be (to a directory of ours, even).
+  const std::string target = tmp / "target", link = tmp / "link";
+  std::filesystem::create_directories(target);
+  std::filesystem::create_symlink(target, link);
+  auto up = run_command(Instance::supervise() + " up " + model + " --run-dir " + link + " --budget 512M");
+  CHECK(up.status == 1);
+  CHECK_MESSAGE(up.output.find("is not a directory (a symlink") != std::string::npos, up.output);
+  const char* iod = std::getenv("WASTE_IOD");
+  REQUIRE(iod != nullptr);
+  auto r = run_command("timeout 60 " + std::string(iod) + " --model " + model + " --run-dir " + link);
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(r.output.find("is not a directory (a symlink") != std::string::npos, r.output);
+  CHECK(std::filesystem::is_empty(target));  // nothing was written through the link
+  // A directory another user owns (made here with chown, which needs root).
+  if (::geteuid() != 0) {
+    MESSAGE("SKIPPED PART: not root, cannot make a directory of another user");
+    return;
+  }
+  const std::string other = tmp / "other";
+  std::filesystem::create_directories(other);
+  REQUIRE(::chown(other.c_str(), 12345, 12345) == 0);
+  up = run_command(Instance::supervise() + " up " + model + " --run-dir " + other + " --budget 512M");
+  CHECK(up.status == 1);
+  CHECK_MESSAGE(up.output.find("belongs to uid 12345") != std::string::npos, up.output);
+  const char* compute = std::getenv("WASTE_COMPUTE");
+  REQUIRE(compute != nullptr);
+  r = run_command("timeout 60 " + std::string(compute) + " --model " + model + " --run-dir " + other + " --no-iod");
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(r.output.find("belongs to uid 12345") != std::string::npos, r.output);
+  CHECK(std::filesystem::is_empty(other));
+}
