@@ -33,7 +33,7 @@ struct EngineOptions {
   std::string model;                  // container directory
   int64_t context = 4096;             // default session context (tokens)
   bool progress = true;               // progress bar while the trunk loads
-  bool verify_checksums = false;      // trunk tensor checksums at load
+  bool verify_checksums = true;       // trunk tensor checksums at load (beside the read: about free)
   int prefill_chunk = 128;            // tokens per forward during prefill (>= 1)
   int kda_chunk = 1;                  // KDA's chunked prefill form (kda.h); 1: the recurrence
   int image_patches = kDefaultImagePatches;  // patch budget per image (each image token costs a text token's prefill)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 #include <unordered_set>
@@ -56,6 +57,11 @@ Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated_from) {
   require(!logits.empty(), "sampling: empty logits");
+  // NaN or +Inf logits (a damaged norm or head) would pick garbage ids and stream them as text:
+  // an error instead. -Inf is a constraint's mask and fine.
+  for (float x : logits)
+    require(!(std::isnan(x) || x == std::numeric_limits<float>::infinity()),
+            "the model produced NaN or infinite logits (its weights may be damaged: run waste verify)");
   work_.assign(logits.begin(), logits.end());
   apply_repetition_penalty(work_, history, params_.repetition_penalty, params_.repetition_window);
   if (generated_from < history.size())

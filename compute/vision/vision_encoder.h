@@ -49,7 +49,7 @@ struct PreparedImage {
 };
 
 struct VisionOptions {
-  bool verify_checksums = false;  // of the vision tensors, when they load
+  bool verify_checksums = true;   // of the vision tensors, when they load
   unsigned threads = 0;           // the tower's own pool; 0: the machine's cores
   ImageLimits limits;
 };

@@ -280,3 +280,14 @@ TEST_CASE("waste run removes its temporary run directory when the private iod fa
   CHECK_MESSAGE(r.status == 0, r.output);
   CHECK(std::filesystem::is_empty(scratch));
 }
+
+TEST_CASE("a damaged trunk tensor is refused at load, naming it") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "dmg.waste", "--preset tiny-kimi-linear");
+  const Container c = Container::open(dir);
+  const TensorInfo& t = c.tensor("model.norm.weight");
+  flip_byte(c.trunk_path(), t.offset + 4);
+  auto r = run_command("timeout 120 " + waste_bin() + " run " + dir + " hi -n 2 --no-progress --no-iod");
+  CHECK(r.status == 1);
+  CHECK_MESSAGE(r.output.find("tensor model.norm.weight is damaged (checksum mismatch)") != std::string::npos, r.output);
+}

@@ -23,7 +23,7 @@ struct VisionCliOptions {
   std::string model, image, pixels, grid, pixels_out, tower_out, embeddings;
   int image_patches = kDefaultImagePatches;
   unsigned threads = 0;
-  bool json = false, verify = false;
+  bool json = false, no_verify = false;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -57,7 +57,7 @@ void run_vision(const VisionCliOptions& o) {
   require(o.grid.empty() || !o.pixels.empty(), "--grid goes with --pixels");
   const Container c = Container::open(o.model);
   VisionOptions vo;
-  vo.verify_checksums = o.verify;
+  vo.verify_checksums = !o.no_verify;
   vo.threads = o.threads;
   VisionEncoder v(c, vo);
   require(v.available(), o.model + ": the container has no vision tower (convert with --vision f32|bf16|q8g)");
@@ -128,7 +128,7 @@ void register_vision_command(CLI::App& app) {
                   "token's prefill, and the tower's attention grows with the square of the patches)")
       ->check(CLI::Range(kMinImagePatches, kMaxImagePatches));
   cmd->add_option("--threads", o->threads, "Threads for the tower (default: all cores)");
-  cmd->add_flag("--verify", o->verify, "Check the vision tensors' checksums as they load");
+  cmd->add_flag("--no-verify", o->no_verify, "Skip the vision tensors' checksums as they load (checked by default)");
   cmd->add_flag("--json", o->json, "Print one JSON object (h_patches, w_patches, image_tokens, ...)");
   cmd->callback([o] { run_vision(*o); });
 }

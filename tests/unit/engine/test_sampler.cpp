@@ -2,11 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
 
 #include "compute/sampler.h"
+#include "shared/util/error.h"
 
 using namespace waste;
 
@@ -163,4 +165,17 @@ TEST_CASE("stop strings: split across pieces, never shown, prefix held back") {
   CHECK(!n.stopped());
   StopMatcher none({});
   CHECK(none.push("abc") == "abc");
+}
+
+TEST_CASE("sampling refuses NaN and +Inf logits (damaged weights), takes a constraint's -Inf") {
+  SamplingParams p;
+  Sampler greedy(p);
+  std::vector<float> logits = {0.5f, 2.0f, -1.0f};
+  CHECK(greedy.sample(logits, {}) == 1);
+  logits[0] = -std::numeric_limits<float>::infinity();
+  CHECK(greedy.sample(logits, {}) == 1);
+  logits[2] = std::nanf("");
+  CHECK_THROWS_WITH_AS(greedy.sample(logits, {}), doctest::Contains("NaN or infinite logits"), waste::Error);
+  logits[2] = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_AS(greedy.sample(logits, {}), waste::Error);
 }
