@@ -41,6 +41,7 @@ struct ExpertLayer {
   scalesOffset @11 :UInt32;  # vq3r: gate, up, down row scales (f16) back to back; else 0
   codebookOffset @12 :UInt64;  # vq3r: offset in codebooks.bin of this layer's gate, up, down books
   relativeError @13 :List(Float32);  # vq3r: measured relative MSE of gate, up, down (empty if unknown)
+  codebookChecksum @14 :UInt64;      # vq3r: xxh3-64 of the layer's books in codebooks.bin (0: written before it existed)
 }
 
 struct Manifest {

@@ -52,6 +52,7 @@ std::vector<uint8_t> encode_manifest(const ManifestData& m) {
     out.setDownOffset(l.layout.down_offset);
     out.setScalesOffset(l.layout.scales_offset);
     out.setCodebookOffset(l.codebook_offset);
+    out.setCodebookChecksum(l.codebook_checksum);
     auto err = out.initRelativeError(unsigned(l.relative_error.size()));
     for (size_t k = 0; k < l.relative_error.size(); ++k) err.set(unsigned(k), l.relative_error[k]);
   }
@@ -122,6 +123,7 @@ ManifestData decode_manifest(const std::vector<uint8_t>& bytes, const std::strin
       r.down_offset = l.getDownOffset();
       r.scales_offset = l.getScalesOffset();
       info.codebook_offset = l.getCodebookOffset();
+      info.codebook_checksum = l.getCodebookChecksum();
       for (float e : l.getRelativeError()) info.relative_error.push_back(e);
       m.layers.push_back(std::move(info));
     }

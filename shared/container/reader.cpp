@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <thread>
 #include <mutex>
@@ -206,6 +207,11 @@ std::vector<float> Container::read_codebooks(int layer) const {
   require(l && l->layout.format == TensorFormat::VQ3R, "layer " + std::to_string(layer) + " has no vq3r codebooks");
   std::vector<float> books(3 * kCodebookFloats);
   codebooks_handle_->pread_exact(books.data(), books.size() * sizeof(float), l->codebook_offset);
+  // A damaged book decodes every expert of its layer wrong: checked on every read.
+  const std::string who = codebooks_path() + ": layer " + std::to_string(layer) + "'s codebooks ";
+  require(l->codebook_checksum == 0 || checksum64(books.data(), books.size() * sizeof(float)) == l->codebook_checksum,
+          who + "are damaged (checksum mismatch)");
+  for (float x : books) require(std::isfinite(x), who + "hold a NaN or infinite value");
   return books;
 }
 

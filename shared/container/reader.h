@@ -36,6 +36,7 @@ struct ExpertLayerInfo {
   uint32_t expert_count = 0;
   RecordLayout layout{};
   uint64_t codebook_offset = 0;
+  uint64_t codebook_checksum = 0;  // xxh3-64 of the 3 books; 0 in containers written before it existed
   std::vector<float> relative_error;  // gate, up, down (vq3r), may be empty
 };
 

@@ -256,6 +256,7 @@ void ContainerWriter::finish() {
       auto bytes = read_file_bytes(s_->marker(prefix + ".codebooks"), 3 * kCodebookFloats * sizeof(float));
       require(bytes.size() == 3 * kCodebookFloats * sizeof(float), s_->marker(prefix + ".codebooks") + ": wrong size");
       info.codebook_offset = books.size() * sizeof(float);
+      info.codebook_checksum = checksum64(bytes.data(), bytes.size());
       size_t at = books.size();
       books.resize(at + 3 * kCodebookFloats);
       std::memcpy(books.data() + at, bytes.data(), bytes.size());

@@ -291,3 +291,20 @@ TEST_CASE("a damaged trunk tensor is refused at load, naming it") {
   CHECK(r.status == 1);
   CHECK_MESSAGE(r.output.find("tensor model.norm.weight is damaged (checksum mismatch)") != std::string::npos, r.output);
 }
+
+TEST_CASE("damaged VQ3R codebooks are found by verify and refused at load, naming the layer") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "books.waste", "--preset tiny-kimi-linear --experts-format vq3r");
+  const Container c = Container::open(dir);
+  REQUIRE(!c.codebooks_path().empty());
+  const ExpertLayerInfo& l = c.expert_layers().front();
+  REQUIRE(l.codebook_checksum != 0);
+  flip_byte(c.codebooks_path(), l.codebook_offset + 100);
+  auto v = run_command(waste_bin() + " verify --no-progress " + dir);
+  CHECK(v.status != 0);
+  const std::string what = "layer " + std::to_string(l.layer) + "'s codebooks are damaged";
+  CHECK_MESSAGE(v.output.find(what) != std::string::npos, v.output);
+  auto r = run_command("timeout 120 " + waste_bin() + " run " + dir + " hi -n 2 --no-progress --no-iod");
+  CHECK(r.status == 1);
+  CHECK_MESSAGE(r.output.find(what) != std::string::npos, r.output);
+}

@@ -196,6 +196,15 @@ std::vector<std::string> verify_container(const Container& c, bool show_progress
       progress.add(t.bytes);
     }
   }
+  // Codebooks: checksum (and finite values) per VQ3R layer.
+  for (const auto& l : c.expert_layers()) {
+    if (l.layout.format != TensorFormat::VQ3R) continue;
+    try {
+      c.read_codebooks(l.layer);
+    } catch (const Error& e) {
+      report(e.what());
+    }
+  }
   // Banks are read in large sequential chunks and checked in parallel.
   for (const auto& l : c.expert_layers()) {
     File bank(l.bank_path, O_RDONLY);
