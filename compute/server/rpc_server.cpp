@@ -262,6 +262,9 @@ struct ServerState {
   const kj::Executor& executor;
   PumpRegistry pumps;
   uint64_t next_pump = 1;
+  // Session files are paths on this host: only peers of the run directory's socket (its owner)
+  // may name them, never a TCP peer (who could write any file compute can, or probe for files).
+  bool session_files = false;
 };
 
 const tok::Tokenizer& need_tokenizer(EngineService& svc) {
@@ -664,6 +667,8 @@ class SessionImpl final : public proto::Session::Server {
   template <typename Set>
   kj::Promise<void> save_or_load(std::string path, bool save, Set set) {
     return guarded([&]() -> kj::Promise<void> {
+      require(st_.session_files, "save/load: refused on a TCP connection (a peer there could write or probe any "
+                                 "file compute can); use the run directory's compute.sock");
       require(!path.empty(), "save/load: empty path");
       // A NUL would end the path early for the kernel: another file than the one named.
       require(path.find('\0') == std::string::npos, "save/load: the path holds a NUL byte");
@@ -795,8 +800,8 @@ struct Server : public kj::TaskSet::ErrorHandler {
   ServerState state;
   kj::Own<kj::ConnectionReceiver> listener;
   kj::TaskSet tasks;
-  Server(EngineService& svc, kj::Own<kj::ConnectionReceiver> l)
-      : state{svc, kj::getCurrentThreadExecutor(), {}, 1}, listener(kj::mv(l)), tasks(*this) {}
+  Server(EngineService& svc, kj::Own<kj::ConnectionReceiver> l, bool session_files)
+      : state{svc, kj::getCurrentThreadExecutor(), {}, 1, session_files}, listener(kj::mv(l)), tasks(*this) {}
   void taskFailed(kj::Exception&& e) override {
     spdlog::info("compute: connection ended: {}", e.getDescription().cStr());
   }
@@ -813,8 +818,8 @@ struct Server : public kj::TaskSet::ErrorHandler {
 
 }  // namespace
 
-kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener) {
-  auto server = kj::heap<Server>(service, kj::mv(listener));
+kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener, bool session_files) {
+  auto server = kj::heap<Server>(service, kj::mv(listener), session_files);
   auto loop = server->accept_loop();
   return loop.attach(kj::mv(server));
 }

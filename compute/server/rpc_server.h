@@ -13,6 +13,8 @@
 namespace waste::server {
 
 // Accepts on `listener` until the returned promise is dropped.
-kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener);
+// session_files: whether peers may save and load session files (paths on this host): true for
+// the run directory's Unix socket, false for a TCP listener.
+kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener, bool session_files);
 
 }  // namespace waste::server

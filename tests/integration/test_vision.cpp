@@ -453,3 +453,33 @@ TEST_CASE("images in a continuing session, and prompts that differ only in their
   }
   CHECK_MESSAGE(err.find("image_patches") != std::string::npos, err);
 }
+
+TEST_CASE("waste-compute --tcp: session files only over the run directory's socket") {
+  REQUIRE_MESSAGE(have_fixture(), "the team's vision fixture is missing: " << fixture());
+  Converted& c = converted();
+  REQUIRE_MESSAGE(c.ok, c.why);
+  TempDir run, files;
+  const int port = free_port();
+  const char* exe = std::getenv("WASTE_COMPUTE");
+  REQUIRE(exe != nullptr);
+  ChildProcess p({exe, "--model", c.model, "--run-dir", run.path(), "--no-iod", "--tcp",
+                  "127.0.0.1:" + std::to_string(port)});
+  REQUIRE(p.wait_for([&] { return p.out().find("compute: serving on") != std::string::npos; }, 120));
+  const std::string file = files / "s.session";
+  {
+    client::Client tcp("127.0.0.1:" + std::to_string(port));
+    auto s = tcp.open_session();
+    std::string err;
+    try {
+      s->save(file);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    CHECK_MESSAGE(err.find("refused on a TCP connection") != std::string::npos, err);
+    CHECK_FALSE(std::filesystem::exists(file));
+    CHECK_THROWS(s->load("/etc/passwd"));
+  }
+  client::Client local(run.path());
+  auto s = local.open_session();
+  CHECK(s->save(file).bytes > 0);  // the socket's peers (the run directory's owner) may
+}
