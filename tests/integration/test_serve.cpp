@@ -328,3 +328,21 @@ TEST_CASE("a run directory another user made, or a symlink, is refused by up, io
   CHECK_MESSAGE(r.output.find("belongs to uid 12345") != std::string::npos, r.output);
   CHECK(std::filesystem::is_empty(other));
 }
+
+TEST_CASE("serve: the listen backlog takes a burst of clients (256, not the library's 5)") {
+  const int port = free_port();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Instance inst("--http " + addr + " --ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  auto ss = run_command("ss -ltnH 'sport = :" + std::to_string(port) + "'");
+  if (ss.status != 0) {
+    MESSAGE("SKIPPED PART: no ss (iproute2) to read the backlog: " << ss.output);
+    return;
+  }
+  // ss prints a listening socket's backlog as its Send-Q: LISTEN 0 256 127.0.0.1:PORT ...
+  std::istringstream in(ss.output);
+  std::string state, recv_q, send_q;
+  in >> state >> recv_q >> send_q;
+  CHECK_MESSAGE(state == "LISTEN", ss.output);
+  CHECK_MESSAGE(send_q == "256", ss.output);
+}

@@ -480,9 +480,11 @@ int main(int argc, char** argv) {
   // The library's default sets SO_REUSEPORT, which let a second waste-serve (of another model)
   // bind the same port and take half the connections. SO_REUSEADDR alone: a restart may rebind
   // at once (no TIME_WAIT wait), and a port in use fails with EADDRINUSE.
+  static int listen_fd = -1;  // the server socket, seen here before it binds (for the backlog below)
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;
   });
   // httplib's own refusals (413 body too large, 404, 400 bad request line) get OpenAI bodies.
   svr.set_error_handler([max_body](const httplib::Request&, httplib::Response& res) {
@@ -551,6 +553,11 @@ int main(int argc, char** argv) {
     spdlog::error("serve: cannot bind {} (in use by another server, or not an address of this host)", listen);
     return 1;
   }
+  // The library (compiled, Debian's libcpp-httplib) listens with a backlog of 5: 16 clients
+  // connecting at once overflowed it into seconds of SYN retries. listen() again raises it.
+  constexpr int kListenBacklog = 256;
+  if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0)
+    spdlog::warn("serve: cannot raise the listen backlog to {}: {}", kListenBacklog, std::strerror(errno));
   // The line the supervisor and tests read to learn the port.
   spdlog::info("serve: listening on http://{}:{}", host, bound);
   std::fflush(stdout);
