@@ -346,3 +346,22 @@ TEST_CASE("serve: the listen backlog takes a burst of clients (256, not the libr
   CHECK_MESSAGE(state == "LISTEN", ss.output);
   CHECK_MESSAGE(send_q == "256", ss.output);
 }
+
+TEST_CASE("waste up says why a child did not come up; serve warns when it listens beyond loopback without a key") {
+  TempDir tmp;
+  const std::string model = tmp / "m.waste";
+  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  auto up = run_command(Instance::supervise() + " up " + model + " --run-dir " + (tmp / "run") + " --budget 1K");
+  CHECK(up.status == 1);
+  CHECK_MESSAGE(up.output.find("under the floor") != std::string::npos, up.output);  // the reason, not "see iod.log"
+
+  const int port = free_port();
+  Instance inst("--ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  const char* serve = std::getenv("WASTE_SERVE");
+  REQUIRE(serve != nullptr);
+  ChildProcess open_serve({serve, "--connect", inst.run_dir(), "--listen", "0.0.0.0:" + std::to_string(port)},
+                          {{"WASTE_API_KEY", ""}});
+  REQUIRE(open_serve.wait_for([&] { return open_serve.out().find("listening on") != std::string::npos; }, 60));
+  CHECK_MESSAGE(open_serve.out().find("without an API key") != std::string::npos, open_serve.out());
+}

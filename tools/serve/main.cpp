@@ -558,6 +558,11 @@ int main(int argc, char** argv) {
   constexpr int kListenBacklog = 256;
   if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0)
     spdlog::warn("serve: cannot raise the listen backlog to {}: {}", kListenBacklog, std::strerror(errno));
+  // Beyond loopback anyone who reaches the port can use the model (and its prompt cache).
+  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (!loopback && cfg.api_keys.empty())
+    spdlog::warn("serve: listening on {} without an API key: anyone who reaches it can use the model "
+                 "(--api-key KEY or WASTE_API_KEY)", host);
   // The line the supervisor and tests read to learn the port.
   spdlog::info("serve: listening on http://{}:{}", host, bound);
   std::fflush(stdout);
