@@ -10,16 +10,6 @@
 
 namespace waste {
 
-namespace {
-
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-}  // namespace
-
 VisionCheck check_vision(const std::vector<TensorInfo>& tensors, const std::string& config_json,
                          const std::string& preprocessor_config_json, const ModelConfig& text, const std::string& where) {
   VisionCheck out;

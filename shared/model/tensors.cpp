@@ -167,4 +167,10 @@ uint64_t estimate_trunk_resident_bytes(const ModelConfig& c, double matrix_bits_
   return uint64_t(bytes);
 }
 
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 }  // namespace waste

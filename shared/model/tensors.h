@@ -46,6 +46,9 @@ std::vector<TensorSpec> vision_tensor_specs(const VisionConfig& v);
 // those tensors are not part of the text trunk.
 bool is_vision_tensor(std::string_view release_name);
 
+// "[a, b, c]": a tensor shape in error messages.
+std::string shape_text(const std::vector<uint64_t>& shape);
+
 // Release names of a routed expert's gate, up and down weights (K2: experts.E.{gate,up,down}_proj;
 // Kimi-Linear/K3: experts.E.{w1,w3,w2}), without prefix and without the ".weight" suffix.
 struct ExpertNames {

@@ -10,11 +10,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 // Whether a ".weight" tensor (or its quantized ".weight_packed" form) exists under `base`.
 bool has_weight(const Checkpoint& ck, const std::string& base) {

@@ -5,21 +5,12 @@
 
 #include "shared/model/config_json.h"
 #include "shared/model/preprocessor_config.h"
+#include "shared/model/tensors.h"
 #include "shared/model/vision_config.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 
 namespace waste {
-
-namespace {
-
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-}  // namespace
 
 VisionChoice vision_choice_from_name(const std::string& name) {
   if (name == "none") return VisionChoice::None;
