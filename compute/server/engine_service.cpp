@@ -698,10 +698,7 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
   {
     std::lock_guard lk(mu_);
     auto s = find(session);
-    require(!s->busy, "session " + std::to_string(session) + " is already generating (one request at a time)");
-    require(queued_ < options_.max_queued, "compute is busy: " + std::to_string(queued_) +
-                                               " requests queued or running, the limit is " +
-                                               std::to_string(options_.max_queued));
+    check_admission_locked(*s);
     // Room for the prompt (and the unfed last token) plus at least one generated token.
     const int64_t need = s->position + int64_t(prompt.size());
     require(need < s->context, "the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
@@ -720,7 +717,7 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
     j->images = std::move(images.runs);
     j->to_embed = std::move(images.images);
     for (size_t i = 0; i < j->images.size(); ++i) {
-      j->images[i].hash = j->to_embed[i].content_hash();
+      j->images[i].hash = j->to_embed[i].hash;
       j->out.image_tokens += j->images[i].tokens;
     }
     s->busy = true;
@@ -739,8 +736,11 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
 
 void EngineService::check_admission(uint64_t session) const {
   std::lock_guard lk(mu_);
-  auto s = find(session);
-  require(!s->busy, "session " + std::to_string(session) + " is already generating (one request at a time)");
+  check_admission_locked(*find(session));
+}
+
+void EngineService::check_admission_locked(const SessionState& s) const {
+  require(!s.busy, "session " + std::to_string(s.id) + " is already generating (one request at a time)");
   require(queued_ < options_.max_queued, "compute is busy: " + std::to_string(queued_) +
                                              " requests queued or running, the limit is " +
                                              std::to_string(options_.max_queued));

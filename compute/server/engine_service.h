@@ -243,7 +243,8 @@ class EngineService {
   void fail(Job& j, const std::string& error);  // resets the session's state, then finish()
   void finish(Job& j, std::string error);
   void ensure_model_session(SessionState& s);
-  void vision_main();  // runs the tower for jobs with images, then queues them for the worker
+  void vision_main();
+  void check_admission_locked(const SessionState& s) const;  // under mu_  // runs the tower for jobs with images, then queues them for the worker
 
   ServiceOptions options_;
   std::unique_ptr<Container> expert_container_;

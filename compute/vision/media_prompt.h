@@ -15,7 +15,7 @@ struct ImageRun {
   int64_t at = 0;      // first position in the prompt
   int64_t tokens = 0;  // positions it covers
   std::shared_ptr<const std::vector<float>> rows;  // [tokens, hidden]; null until the tower ran
-  uint64_t hash = 0;   // of the image as the tower sees it (PreparedImage::content_hash)
+  uint64_t hash = 0;   // of the image as the tower sees it (PreparedImage::hash)
 };
 
 struct MediaPrompt {

@@ -31,9 +31,7 @@ uint64_t process_seed() {
   return seed;
 }
 
-}  // namespace
-
-uint64_t PreparedImage::content_hash() const {
+uint64_t content_hash(const PatchGrid& grid, const std::vector<float>& pixels) {
   XXH3_state_t* st = XXH3_createState();
   require(st != nullptr, "out of memory hashing an image");
   XXH3_64bits_reset_withSeed(st, process_seed());
@@ -44,6 +42,8 @@ uint64_t PreparedImage::content_hash() const {
   XXH3_freeState(st);
   return h;
 }
+
+}  // namespace
 
 VisionEncoder::VisionEncoder(const Container& container, const VisionOptions& options)
     : container_(container), options_(options) {
@@ -96,6 +96,7 @@ PreparedImage VisionEncoder::prepare(std::span<const uint8_t> file, const std::s
   require(img.grid.h_patches % c.merge_h == 0 && img.grid.w_patches % c.merge_w == 0,
           source + ": patch grid does not fit the merge kernel");
   img.pixels = image_pixels(rgb, img.grid, c.patch_size, pre_.image_mean, pre_.image_std);
+  img.hash = content_hash(img.grid, img.pixels);
   return img;
 }
 
@@ -119,6 +120,7 @@ PreparedImage VisionEncoder::from_pixels(std::vector<float> pixels, PatchGrid gr
   img.merge_h = c.merge_h;
   img.merge_w = c.merge_w;
   img.pixels = std::move(pixels);
+  img.hash = content_hash(img.grid, img.pixels);
   return img;
 }
 
@@ -137,13 +139,12 @@ void VisionEncoder::load_locked() {
 std::shared_ptr<const std::vector<float>> VisionEncoder::embed(const PreparedImage& image, std::vector<float>* tower_out,
                                                                const std::atomic<bool>* cancel) {
   const VisionConfig& c = config();
-  const uint64_t hash = tower_out ? 0 : image.content_hash();
+  const uint64_t hash = image.hash;
   std::lock_guard lk(mu_);
   if (!tower_out)
     for (auto it = cache_.begin(); it != cache_.end(); ++it)
       if (it->hash == hash) {
         cache_.splice(cache_.begin(), cache_, it);  // most recent first
-        ++cache_stats_.hits;
         return it->rows;
       }
   load_locked();
@@ -155,27 +156,16 @@ std::shared_ptr<const std::vector<float>> VisionEncoder::embed(const PreparedIma
     *tower_out = std::move(tower);
     return rows;
   }
-  ++cache_stats_.misses;
   const uint64_t bytes = rows->size() * sizeof(float);
   if (bytes <= kImageEmbeddingCacheBytes) {
-    while (!cache_.empty() && cache_stats_.bytes + bytes > kImageEmbeddingCacheBytes) {
-      cache_stats_.bytes -= cache_.back().rows->size() * sizeof(float);
+    while (!cache_.empty() && cache_bytes_ + bytes > kImageEmbeddingCacheBytes) {
+      cache_bytes_ -= cache_.back().rows->size() * sizeof(float);
       cache_.pop_back();
     }
     cache_.push_front({hash, rows});
-    cache_stats_.bytes += bytes;
+    cache_bytes_ += bytes;
   }
   return rows;
-}
-
-VisionEncoder::CacheStats VisionEncoder::cache_stats() const {
-  std::lock_guard lk(mu_);
-  return cache_stats_;
-}
-
-bool VisionEncoder::loaded() const {
-  std::lock_guard lk(mu_);
-  return weights_ != nullptr;
 }
 
 uint64_t VisionEncoder::resident_bytes() const {

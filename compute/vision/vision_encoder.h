@@ -44,8 +44,9 @@ struct PreparedImage {
   // The markup of the image in a K3 prompt: <|media_begin|>image WxH<|media_content|><|media_pad|><|media_end|>.
   std::string prompt_markup() const;
   // Of the grid and pixels (the image as the tower sees it), keyed with a random per-process
-  // seed so that no client can aim a collision at another's image.
-  uint64_t content_hash() const;
+  // seed so that no client can aim a collision at another's image. Set once by prepare() and
+  // from_pixels(); the prompt cache and the embedding cache both key on it.
+  uint64_t hash = 0;
 };
 
 struct VisionOptions {
@@ -79,12 +80,7 @@ class VisionEncoder {
   // first use; one image at a time. `cancel` set ends it between blocks (Error "cancelled").
   std::shared_ptr<const std::vector<float>> embed(const PreparedImage& image, std::vector<float>* tower_out = nullptr,
                                                   const std::atomic<bool>* cancel = nullptr);
-  struct CacheStats {
-    uint64_t hits = 0, misses = 0, bytes = 0;
-  };
-  CacheStats cache_stats() const;
 
-  bool loaded() const;
   uint64_t resident_bytes() const;  // vision weights in RAM (0 until the first image)
 
  private:
@@ -105,7 +101,7 @@ class VisionEncoder {
     std::shared_ptr<const std::vector<float>> rows;
   };
   std::list<Cached> cache_;
-  CacheStats cache_stats_;
+  uint64_t cache_bytes_ = 0;
 };
 
 }  // namespace waste
