@@ -95,7 +95,10 @@ std::vector<RequestImage> chat_images(capnp::List<proto::ChatMessage>::Reader ms
 // the vision thread). A model without a tower refuses, naming the first image.
 std::vector<PreparedImage> prepare_images(EngineService& svc, const std::vector<RequestImage>& images, uint32_t patches) {
   std::vector<PreparedImage> out;
-  if (images.empty()) return out;
+  if (images.empty()) {
+    if (patches != 0) throw chat::RequestError("image_patches", "given, but the request has no images");
+    return out;
+  }
   if (!svc.vision().available())
     throw chat::RequestError(images[0].field, "this model has no vision tower: it takes no images");
   // The operator's --image-patches is the most a request may ask for: it bounds the tower's
@@ -626,6 +629,7 @@ class SessionImpl final : public proto::Session::Server {
       std::vector<float> pad_rows;
       if (params.getPadEmbeddings().size() > 0) {
         require(images.empty(), "eval: give images or padEmbeddings, not both");
+        require(params.getImagePatches() == 0, "eval: imagePatches goes with images, not with padEmbeddings");
         auto d = params.getPadEmbeddings();
         require(d.size() % sizeof(float) == 0, "eval: padEmbeddings is not a whole number of f32");
         pad_rows.resize(d.size() / sizeof(float));

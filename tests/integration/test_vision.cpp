@@ -483,3 +483,25 @@ TEST_CASE("waste-compute --tcp: session files only over the run directory's sock
   auto s = local.open_session();
   CHECK(s->save(file).bytes > 0);  // the socket's peers (the run directory's owner) may
 }
+
+TEST_CASE("image_patches without images is refused by name, not ignored") {
+  REQUIRE_MESSAGE(have_fixture(), "the team's vision fixture is missing: " << fixture());
+  Converted& c = converted();
+  REQUIRE_MESSAGE(c.ok, c.why);
+  Compute compute(c.model, 16);
+  client::Client cl(compute.where());
+  auto s = cl.open_session();
+  client::Request req;
+  req.kind = client::Request::Kind::Tokens;
+  req.tokens = {1, 2, 3};
+  req.image_patches = 256;
+  req.max_tokens = 1;
+  std::string err;
+  try {
+    s->generate(req, [](int32_t, std::string_view) { return true; });
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  CHECK_MESSAGE(err.find("image_patches") != std::string::npos, err);
+  CHECK_MESSAGE(err.find("no images") != std::string::npos, err);
+}

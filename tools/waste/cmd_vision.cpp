@@ -75,7 +75,6 @@ void run_vision(const VisionCliOptions& o) {
   const double prepare_s = seconds_since(t0);
   write_f32(o.pixels_out, img.pixels);
 
-  const bool was_loaded = v.loaded();
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<float> tower;
   const std::vector<float> rows = *v.embed(img, o.tower_out.empty() ? nullptr : &tower);
@@ -97,7 +96,6 @@ void run_vision(const VisionCliOptions& o) {
                         {"prompt", img.prompt_markup()},
                         {"prepare_seconds", prepare_s},
                         {"tower_seconds", embed_s},
-                        {"weights_loaded_now", !was_loaded},
                         {"vision_resident_bytes", v.resident_bytes()}};
     std::printf("%s\n", j.dump(1).c_str());
     return;
@@ -106,7 +104,7 @@ void run_vision(const VisionCliOptions& o) {
               o.image.empty() ? o.pixels.c_str() : o.image.c_str(), img.width, img.height, img.grid.h_patches,
               img.grid.w_patches, patches, img.grid.h_patches / img.merge_h, img.grid.w_patches / img.merge_w,
               static_cast<long long>(img.tokens()), v.config().text_hidden);
-  std::printf("prepare %.3f s, tower + projector %.3f s (%.1f patches/s; weights loaded in this call, %.1f MB)\n",
+  std::printf("prepare %.3f s, tower + projector %.3f s, the weights' load included (%.1f patches/s; %.1f MB of weights)\n",
               prepare_s, embed_s, embed_s > 0 ? patches / embed_s : 0.0, double(v.resident_bytes()) / 1e6);
 }
 
