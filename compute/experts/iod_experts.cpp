@@ -54,8 +54,11 @@ const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h) {
     try {
       return client_->wait(h, int64_t(liveness_ms_) * 1'000'000);
     } catch (const Error&) {
-      // A timeout leaves the slot LOADING; anything else (failed read, stale handle) is final.
-      if (client_->state(h) != ipc::SlotState::Loading) throw;
+      // A timeout leaves the slot LOADING; FAILED is the caller's to report (drop_failed);
+      // anything else (a stale handle) is final.
+      const ipc::SlotState s = client_->state(h);
+      if (s == ipc::SlotState::Failed) return nullptr;
+      if (s != ipc::SlotState::Loading) throw;
     }
     // Still loading after liveness_ms: is iod alive? The ping throws naming the socket if not.
     try {
@@ -110,7 +113,14 @@ ExpertView IodExperts::expert(int layer, int expert) {
   const uint32_t e = uint32_t(expert);
   std::vector<ipc::SlotHandle> hs = fetch_retrying(uint32_t(layer), {&e, 1});
   require(hs.size() == 1, "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) + " handles for 1 expert");
-  wait_alive(hs[0]);
+  if (!wait_alive(hs[0])) {
+    to_release_.push_back(hs[0]);
+    try {
+      client_->wait(hs[0], 0);
+    } catch (const Error& e) {
+      throw ExpertUnavailable(layer, expert, e.what());
+    }
+  }
   singles_[{layer, expert}] = hs[0];
   return view_of(layer, expert, hs[0]);
 }
@@ -181,15 +191,38 @@ int IodExperts::next_ready(ExpertView& view) {
       pick = i;
       break;
     }
-    if (s != ipc::SlotState::Loading) client_->wait(window_[i].handle, 0);  // failed or stale: throws the reason
+    if (s == ipc::SlotState::Failed) drop_failed(i);                   // throws ExpertUnavailable
+    if (s != ipc::SlotState::Loading) client_->wait(window_[i].handle, 0);  // stale: throws the reason
   }
-  if (client_->state(window_[pick].handle) != ipc::SlotState::Ready) wait_alive(window_[pick].handle);
+  if (client_->state(window_[pick].handle) != ipc::SlotState::Ready) {
+    wait_alive(window_[pick].handle);
+    if (client_->state(window_[pick].handle) == ipc::SlotState::Failed) drop_failed(pick);
+  }
   in_use_ = window_[pick];
   window_.erase(window_.begin() + ptrdiff_t(pick));
   const size_t idx = in_use_->index;
   timeline::instant("expert_ready", "compute", layer_, experts_[idx]);
-  view = view_of(layer_, experts_[idx], in_use_->handle);
+  try {
+    view = view_of(layer_, experts_[idx], in_use_->handle);
+  } catch (const Error& e) {  // a slot whose header is not the record asked for: that record's fault
+    throw ExpertUnavailable(layer_, experts_[idx], e.what());
+  }
   return int(idx);
+}
+
+void IodExperts::drop_failed(size_t i) {
+  // iod published FAILED with its reason (a read error, a checksum mismatch): only this expert
+  // is lost. It leaves the window, its slot goes back, and the batch goes on with the rest.
+  const Fetched f = window_[i];
+  window_.erase(window_.begin() + ptrdiff_t(i));
+  to_release_.push_back(f.handle);
+  std::string why = "iod: layer " + std::to_string(layer_) + " expert " + std::to_string(experts_[f.index]) + " failed";
+  try {
+    client_->wait(f.handle, 0);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  throw ExpertUnavailable(layer_, experts_[f.index], why);
 }
 
 void IodExperts::end_layer() {

@@ -59,7 +59,10 @@ class IodExperts : public ExpertSource {
   // Fetches the next `count` experts of the layer into the window.
   void refill(size_t count);
   std::vector<ipc::SlotHandle> fetch_retrying(uint32_t layer, std::span<const uint32_t> ids);
+  // Waits for the slot to leave LOADING; nullptr when it turned FAILED.
   const uint8_t* wait_alive(ipc::SlotHandle h);
+  // Drops window_[i] (its slot FAILED) and throws ExpertUnavailable with iod's reason.
+  [[noreturn]] void drop_failed(size_t i);
   bool alive();  // one stats RPC: false when the connection is gone
 
   const Container& container_;

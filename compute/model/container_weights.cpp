@@ -62,7 +62,12 @@ ExpertView ContainerExperts::expert(int layer, int expert) {
     auto* raw = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlign, round_up(info->layout.stride, kRecordAlign)));
     require(raw != nullptr, "out of memory for an expert record of " + std::to_string(info->layout.stride) + " bytes");
     std::unique_ptr<uint8_t[], FreeAligned> rec(raw);
-    container_.read_record(layer, uint32_t(expert), rec.get());
+    // A record that cannot be read or fails its checksum is that expert's fault alone.
+    try {
+      container_.read_record(layer, uint32_t(expert), rec.get());
+    } catch (const Error& e) {
+      throw ExpertUnavailable(layer, expert, e.what());
+    }
     cached_bytes_ += info->layout.stride;
     ++stats_.misses;
     stats_.bytes_read += info->layout.stride;

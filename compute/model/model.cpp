@@ -172,7 +172,7 @@ void Model::feed_forward(int L, const float* x, int64_t n, float* y) const {
   const Layer& l = layers_[size_t(L)];
   if (l.is_moe) {
     std::vector<int> routed;
-    moe_forward(config_, L, l.moe, *experts_, x, n, y, profile_, lookahead_ > 0 ? &routed : nullptr);
+    moe_forward(config_, L, l.moe, *experts_, x, n, y, profile_, lookahead_ > 0 ? &routed : nullptr, faults_);
     if (lookahead_ > 0) score_lookahead(L, routed);
   } else {
     PhaseClock clock(profile_);
@@ -277,18 +277,37 @@ void Model::kda_rows(int L, std::span<const SessionRows> parts, const float* x, 
 void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows,
                     std::vector<float>* layer_hidden) const {
   const BatchItem item{&s, tokens, logits, rows};
-  forward_rows({&item, 1}, layer_hidden);
+  forward_rows({&item, 1}, layer_hidden, nullptr);
 }
 
 void Model::forward(Session& s, std::span<const int32_t> tokens, std::span<const float* const> inputs, float* logits,
                     LogitRows rows) const {
   const BatchItem item{&s, tokens, logits, rows, inputs};
-  forward_rows({&item, 1}, nullptr);
+  forward_rows({&item, 1}, nullptr, nullptr);
 }
 
-void Model::forward_batch(std::span<const BatchItem> items) const { forward_rows(items, nullptr); }
+std::vector<std::string> Model::forward_batch(std::span<const BatchItem> items) const {
+  std::vector<RowFault> faults;
+  forward_rows(items, nullptr, &faults);
+  // Rows are the items' tokens in order: each fault goes to the item holding its row (the first
+  // reason per item is its error).
+  std::vector<std::string> failed(items.size());
+  for (const RowFault& f : faults) {
+    int64_t row0 = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int64_t m = int64_t(items[i].tokens.size());
+      if (f.row < row0 + m) {
+        if (failed[i].empty()) failed[i] = f.reason;
+        break;
+      }
+      row0 += m;
+    }
+  }
+  return failed;
+}
 
-void Model::forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden) const {
+void Model::forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden,
+                         std::vector<RowFault>* faults) const {
   const int64_t D = config_.hidden, V = config_.vocab;
   require(!items.empty(), "forward: no sessions");
   // Everything is checked before any state changes, so a refused batch leaves every session
@@ -334,10 +353,18 @@ void Model::forward_rows(std::span<const BatchItem> items, std::vector<float>* l
   if (layer_hidden) layer_hidden->assign(size_t(config_.n_layers * n * D), 0.0f);
   clock.lap(&PhaseTimes::embed);
 
-  if (config_.arch == Arch::KimiK3)
-    run_k3_decoder(parts, h.data(), n, layer_hidden);
-  else
-    run_residual_decoder(parts, h.data(), n, layer_hidden);
+  {
+    // Faults are collected for this forward only, whatever way it leaves.
+    struct FaultScope {
+      std::vector<RowFault>*& slot;
+      ~FaultScope() { slot = nullptr; }
+    } scope{faults_};
+    faults_ = faults;
+    if (config_.arch == Arch::KimiK3)
+      run_k3_decoder(parts, h.data(), n, layer_hidden);
+    else
+      run_residual_decoder(parts, h.data(), n, layer_hidden);
+  }
   for (const SessionRows& p : parts) p.s->position_ += p.n;
   clock.lap(&PhaseTimes::other);
   if (head_rows == 0) return;

@@ -74,7 +74,10 @@ class Model {
   // its call; the per-row expert sum runs in ascending expert id). Sessions must be distinct.
   // Everything is checked before any state changes; an error from the expert source mid-pass
   // leaves every session of the batch in an undefined state (start them afresh).
-  void forward_batch(std::span<const BatchItem> items) const;
+  // An expert whose record cannot be had (ExpertUnavailable) fails only the items with a row
+  // routed to it: the result has one entry per item, empty for an exact one, else the reason
+  // (that item's session is then in an undefined state; the others are exact).
+  std::vector<std::string> forward_batch(std::span<const BatchItem> items) const;
 
   // Lookahead: after layer L's attention, layer L+1's router runs on the current hidden state
   // and its top `n` experts per token are sent to ExpertSource::prefetch (0: off). A hint
@@ -122,7 +125,9 @@ class Model {
     int64_t row0 = 0, n = 0;
   };
 
-  void forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden) const;
+  // The batch's rows whose expert could not be had go into *faults (nullptr: the first throws).
+  void forward_rows(std::span<const BatchItem> items, std::vector<float>* layer_hidden,
+                    std::vector<RowFault>* faults) const;
 
   // The token mixer of layer L on the normalised rows x [n, D] of every part, y [n, D]: the
   // projections are one matmul over all rows (each attention weight read once per step), the
@@ -153,6 +158,9 @@ class Model {
   AttnResWeights output_res_;  // K3
   MatrixView lm_head_;
   int lookahead_ = 0;
+  // Where feed_forward reports faulted rows during the forward in progress (one forward at a
+  // time uses a Model); nullptr: a lost expert throws.
+  mutable std::vector<RowFault>* faults_ = nullptr;
   // The lookahead's last guess per layer and the running tally (one forward at a time uses a
   // Model; the mutex keeps a stats() reader from another thread safe). Boxed: Model moves.
   struct LookaheadRecord {

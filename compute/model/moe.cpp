@@ -46,7 +46,7 @@ struct LayerBatchGuard {
 }  // namespace
 
 void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
-                 int64_t n, float* y, PhaseTimes* prof, std::vector<int>* routed) {
+                 int64_t n, float* y, PhaseTimes* prof, std::vector<int>* routed, std::vector<RowFault>* faults) {
   PhaseClock clock(prof);
   const int D = c.hidden, k = c.top_k;
   std::vector<int> chosen(size_t(n) * k);
@@ -102,7 +102,21 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     experts.fetch_layer(layer, ids);
     for (;;) {
       ExpertView v;
-      const int i = experts.next_ready(v);
+      int i;
+      try {
+        i = experts.next_ready(v);
+      } catch (const ExpertUnavailable& lost) {
+        // Only the rows routed to this expert are at fault: they get no contribution from it
+        // and are reported; every other row of the batch comes out exact.
+        if (!faults || lost.layer != layer) throw;
+        const auto at = std::lower_bound(ids.begin(), ids.end(), lost.expert);
+        if (at == ids.end() || *at != lost.expert) throw;
+        const size_t k_lost = size_t(at - ids.begin());
+        const auto& u = *user_list[k_lost];
+        std::fill_n(&contrib[first_row[k_lost] * size_t(Z)], u.size() * size_t(Z), 0.0f);
+        for (const auto& [row, wt] : u) faults->push_back({row, lost.what()});
+        continue;
+      }
       clock.lap(&PhaseTimes::fetch_wait, layer, i < 0 ? -1 : ids[size_t(i)]);
       if (i < 0) break;
       const int e = ids[size_t(i)];

@@ -10,6 +10,7 @@
 
 #include "shared/container/expert_view.h"
 #include "shared/kernels/matvec.h"
+#include "shared/util/error.h"
 
 namespace waste {
 
@@ -33,6 +34,15 @@ struct ExpertSourceStats {
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0;
 };
 
+// One expert's record could not be had (a failed read, a checksum mismatch): the fault of that
+// record alone, unlike a lost connection. next_ready() throws it after dropping the expert from
+// the batch, so the caller may go on with the others and fail only the rows that routed to it.
+class ExpertUnavailable : public Error {
+ public:
+  ExpertUnavailable(int layer, int expert, const std::string& what) : Error(what), layer(layer), expert(expert) {}
+  int layer, expert;
+};
+
 // Routed experts. In the engine the views point into iod's shared-memory slots, so a view
 // is only valid between expert() and release() of the same (layer, expert).
 class ExpertSource {
@@ -49,7 +59,9 @@ class ExpertSource {
   // available, returning the index into `experts` (-1 once all were handed out); a view stays
   // valid until the next next_ready() or end_layer() call, which releases it. The defaults
   // serve them in order through expert() and release(); the iod source overrides them to
-  // consume slots in completion order.
+  // consume slots in completion order. A record that cannot be had makes next_ready() (or
+  // expert()) throw ExpertUnavailable; that expert is then out of the batch and the next call
+  // goes on with the rest.
   virtual void fetch_layer(int layer, std::span<const int> experts);
   virtual int next_ready(ExpertView& view);
   virtual void end_layer();

@@ -324,9 +324,10 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
 
   if (!items.empty()) {
     const ExpertSourceStats before = engine_->experts().stats();
-    std::string error;
+    std::string error;                // the whole step failed (iod lost, ...): every item
+    std::vector<std::string> faulted;  // per item: an expert of its rows could not be had
     try {
-      engine_->model().forward_batch(items);
+      faulted = engine_->model().forward_batch(items);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -357,6 +358,10 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
         fail(j, error + (others > 0 ? " (in a step batched with " + std::to_string(others) + " other session" +
                                           (others > 1 ? "s)" : ")")
                                     : std::string()));
+        ended[in_batch[k]] = true;
+      } else if (!faulted[k].empty()) {
+        // Only this session routed to the lost expert: the others of the step are exact.
+        fail(j, faulted[k]);
         ended[in_batch[k]] = true;
       } else if (!fed(j)) {
         ended[in_batch[k]] = true;

@@ -40,13 +40,16 @@ void ReattachingExperts::drop() {
   }
 }
 
-// Every forwarded call: a failure drops the connection so the next call attaches afresh.
-#define WASTE_FORWARD(expr)  \
-  try {                      \
-    return expr;             \
-  } catch (...) {            \
-    drop();                  \
-    throw;                   \
+// Every forwarded call: a failure drops the connection so the next call attaches afresh; one
+// record that cannot be had is that record's fault, and the connection is fine.
+#define WASTE_FORWARD(expr)              \
+  try {                                  \
+    return expr;                         \
+  } catch (const ExpertUnavailable&) {   \
+    throw;                               \
+  } catch (...) {                        \
+    drop();                              \
+    throw;                               \
   }
 
 ExpertView ReattachingExperts::expert(int layer, int expert) { WASTE_FORWARD(live().expert(layer, expert)) }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "shared/container/reader.h"
 #include "shared/util/error.h"
 #include "tests/integration/f32_file.h"
 #include "tests/integration/scoped_env.h"
@@ -378,4 +379,92 @@ TEST_CASE("engine: eval of exactly 64 MiB of logits crosses the RPC; one more to
   CHECK(std::memcmp(head.data(), all.data(), head.size() * sizeof(float)) == 0);
   ids.push_back(1);
   CHECK_THROWS_WITH_AS(s->eval(ids), doctest::Contains("64 MiB"), Error);
+}
+
+namespace {
+
+// Flips one payload byte of a record (its checksum then fails) in the bank file.
+void flip_payload_byte(const std::string& bank, uint64_t offset) {
+  std::fstream f(bank, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(offset));
+  char b = 0;
+  f.read(&b, 1);
+  b = char(b ^ 0x5a);
+  f.seekp(std::streamoff(offset));
+  f.write(&b, 1);
+}
+
+}  // namespace
+
+TEST_CASE("engine: a damaged expert record fails only the request routed to it; its batch partner and the iod connection are untouched") {
+  // Before `up`: damage one record of the first MoE layer, then find (in-process runs of the
+  // damaged model) a prompt whose request reads it and one whose request does not.
+  const uint32_t n = 3;
+  std::string failing, passing, named;
+  const auto damage = [&](const std::string& model) -> std::string {
+    Container c = Container::open(model);
+    const ExpertLayerInfo& l = c.expert_layers().front();
+    const char* prompts[] = {"The quick brown fox", "Once upon a time", "A", "Hello", "Why is the sky blue?", "x",
+                             "One two three four five six", "Tea", "Go", "Alpha beta", "Zebra", "The end"};
+    for (uint32_t e = 0; e < std::min<uint32_t>(l.expert_count, 8); ++e) {
+      const uint64_t at = uint64_t(e) * l.layout.stride + 64 + 100;  // past the 64-byte header
+      flip_payload_byte(l.bank_path, at);
+      failing.clear();
+      passing.clear();
+      named = "layer " + std::to_string(l.layer) + " expert " + std::to_string(e);
+      for (const char* p : prompts) {
+        auto r = run_command(waste_bin() + " run " + model + " '" + p + "' --private --no-iod -n " + std::to_string(n) +
+                             " --no-progress");
+        if (r.status != 0 && r.output.find(named) != std::string::npos && failing.empty()) failing = p;
+        if (r.status == 0 && passing.empty()) passing = p;
+      }
+      if (!failing.empty() && !passing.empty()) return "";
+      flip_payload_byte(l.bank_path, at);  // restored: try the next expert
+    }
+    return "no damaged record splits the prompts into one that reads it and one that does not";
+  };
+  std::optional<Instance> gated;
+  {
+    const ScopedEnv hook({{"WASTE_COMPUTE_TEST_START_GATE", "2"}});
+    gated.emplace("--max-sessions 3", "512M", "tiny-kimi-linear", damage);
+  }
+  Instance& inst = *gated;
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  MESSAGE("damaged ", named, ": '", failing, "' reads it, '", passing, "' does not");
+  const std::string where = inst.run_dir();
+  const uint32_t reattaches0 = [&] {
+    client::Client c(where);
+    return c.stats()["engine"]["reattaches"].get<uint32_t>();
+  }();
+
+  // Both at once through the gate: they share their first steps.
+  Generated bad, good;
+  std::string err_bad, err_good;
+  std::thread t0([&] {
+    try {
+      bad = run_alone(where, greedy(failing, n));
+    } catch (const std::exception& e) {
+      err_bad = e.what();
+    }
+  });
+  std::thread t1([&] {
+    try {
+      good = run_alone(where, greedy(passing, n));
+    } catch (const std::exception& e) {
+      err_good = e.what();
+    }
+  });
+  t0.join();
+  t1.join();
+  CHECK_MESSAGE(err_bad.find(named) != std::string::npos, err_bad);
+  CHECK_MESSAGE(err_bad.find("checksum") != std::string::npos, err_bad);
+  CHECK_MESSAGE(err_bad.find("batched with") == std::string::npos, err_bad);  // its own fault, not the step's
+  REQUIRE_MESSAGE(err_good.empty(), err_good);
+  CHECK(good.ids.size() == n);
+  // The innocent request got exactly what it gets alone, and compute kept its iod connection.
+  CHECK(run_alone(where, greedy(passing, n)).ids == good.ids);
+  client::Client c(where);
+  const auto stats = c.stats()["engine"];
+  CHECK(stats["reattaches"].get<uint32_t>() == reattaches0);
+  CHECK(stats["failed"].get<uint64_t>() >= 1);
 }

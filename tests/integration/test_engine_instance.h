@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -39,13 +40,21 @@ class Instance {
  public:
   // extra: more arguments for `up` (e.g. "--http 127.0.0.1:PORT --ctx 256").
   // preset: the `waste synth` preset of the model (tiny-k3 for K3's chat format).
+  // before_up: runs on the synthesised model before `up` (e.g. damages a record); "" to go on,
+  // else why the instance is not started.
   explicit Instance(const std::string& extra = "", const std::string& budget = "512M",
-                    const std::string& preset = "tiny-kimi-linear") {
+                    const std::string& preset = "tiny-kimi-linear",
+                    const std::function<std::string(const std::string& model)>& before_up = {}) {
     model_ = dir_ / "tiny.waste";
     run_ = dir_ / "run";
     auto s = run_command(waste_bin() + " synth --preset " + preset + " --out " + model_ + " --no-progress");
     synth_output_ = s.output;
     synth_ok_ = s.status == 0;
+    if (synth_ok_ && before_up) {
+      const std::string why = before_up(model_);
+      synth_output_ += why;
+      synth_ok_ = why.empty();
+    }
     if (!synth_ok_) return;
     auto u = run_command(supervise() + " up " + model_ + " --run-dir " + run_ + " --budget " + budget + " " + extra);
     up_output_ = u.output;

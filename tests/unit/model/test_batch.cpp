@@ -212,3 +212,69 @@ TEST_CASE("forward_batch: an expert source that fails mid-pass is an Error, and 
   CHECK(experts.fetches == 2);
   CHECK(experts.ended_after_failure);  // the failed layer's batch was ended too (nothing left held)
 }
+
+TEST_CASE("forward_batch: an expert that cannot be had fails only the sessions routed to it; the others are exact") {
+  // Records which (layer, expert) each forward asks for; refuses one of them when told to, as
+  // a damaged record would (ExpertUnavailable, the batch goes on).
+  class LossyExperts : public ExpertSource {
+   public:
+    explicit LossyExperts(ExpertSource& inner) : inner_(inner) {}
+    ExpertView expert(int layer, int expert) override {
+      used.insert({layer, expert});
+      if (layer == lost.first && expert == lost.second)
+        throw ExpertUnavailable(layer, expert, "layer " + std::to_string(layer) + " expert " + std::to_string(expert) + " is damaged (test)");
+      return inner_.expert(layer, expert);
+    }
+    std::set<std::pair<int, int>> used;
+    std::pair<int, int> lost{-1, -1};
+
+   private:
+    ExpertSource& inner_;
+  };
+  for (const std::string name : {"kimi-linear", "kimi-k3", "deepseek-v3"}) {
+    CAPTURE(name);
+    const std::string dir = fixture_dir(name.c_str());
+    Checkpoint ckpt = Checkpoint::open(dir);
+    CheckpointWeights weights(ckpt);
+    CheckpointExperts inner(ckpt);
+    LossyExperts experts(inner);
+    Model model = Model::create(weights, experts, ckpt.config());
+    const int64_t V = ckpt.config().vocab;
+
+    // Two one-token sessions; an expert the first uses and the second does not (token pairs are
+    // tried until the routing gives one).
+    std::pair<int, int> only_a{-1, -1};
+    int32_t ta = 0, tb = 0;
+    std::vector<float> la(static_cast<size_t>(V)), lb(static_cast<size_t>(V));
+    for (int32_t x = 1; x < 40 && only_a.first < 0; ++x) {
+      ta = x;
+      tb = x + 40;
+      Session sa = model.new_session(4), sb = model.new_session(4);
+      experts.used.clear();
+      model.forward(sa, {&ta, 1}, la.data());
+      const auto used_a = experts.used;
+      experts.used.clear();
+      model.forward(sb, {&tb, 1}, lb.data());
+      for (const auto& e : used_a)
+        if (!experts.used.count(e)) {
+          only_a = e;
+          break;
+        }
+    }
+    REQUIRE_MESSAGE(only_a.first >= 0, "no token pair routes differently");
+    experts.lost = only_a;
+    const std::string want = "layer " + std::to_string(only_a.first) + " expert " + std::to_string(only_a.second);
+
+    Session a = model.new_session(4), b = model.new_session(4);
+    std::vector<float> l1(static_cast<size_t>(V)), l2(static_cast<size_t>(V));
+    const BatchItem items[] = {{&a, {&ta, 1}, l1.data()}, {&b, {&tb, 1}, l2.data()}};
+    const std::vector<std::string> failed = model.forward_batch(items);
+    REQUIRE(failed.size() == 2);
+    CHECK_MESSAGE(failed[0].find(want) != std::string::npos, failed[0]);
+    CHECK_MESSAGE(failed[1].empty(), failed[1]);
+    CHECK(same_bits(l2.data(), lb.data(), V));  // the innocent session is bit-exact
+    // Alone, the faulted session's forward throws the named error.
+    Session again = model.new_session(4);
+    CHECK_THROWS_WITH_AS(model.forward(again, {&ta, 1}, l1.data()), doctest::Contains(want.c_str()), ExpertUnavailable);
+  }
+}
