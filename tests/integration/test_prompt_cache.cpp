@@ -73,7 +73,7 @@ std::vector<Turn> converse(int port, const std::string& dir, const std::string& 
   std::vector<Turn> turns;
   for (const char* user : kUserTurns) {
     messages.push_back({{"role", "user"}, {"content", user}});
-    json req = {{"model", "m"},       {"messages", messages}, {"max_tokens", 6},
+    json req = {{"model", "tiny"},       {"messages", messages}, {"max_tokens", 6},
                 {"temperature", 0},   {"logprobs", true},     {"top_logprobs", 5}};
     Http h = post(port, "/v1/chat/completions", req, dir, key);
     REQUIRE_MESSAGE(h.status == 200, h.raw);
@@ -163,7 +163,7 @@ TEST_CASE("prompt cache: one API key's checkpoints never serve another key") {
   // No key at all: the unkeyed front end's scope is a third one.
   const std::vector<Turn> open = converse(port, inst.run_dir());
   CHECK(open[0].cached_tokens == 0);
-  CHECK(post(keyed, "/v1/chat/completions", json{{"model", "m"}, {"messages", json::array()}}, inst.run_dir(), "gamma").status == 401);
+  CHECK(post(keyed, "/v1/chat/completions", json{{"model", "tiny"}, {"messages", json::array()}}, inst.run_dir(), "gamma").status == 401);
 }
 
 TEST_CASE("session files: a saved and loaded session continues exactly, every family; bad files are refused by name") {
@@ -270,7 +270,7 @@ TEST_CASE("prompt cache: filled far past its budget, the oldest go, the bytes st
     return 0ull;
   };
   auto ask = [&](int i) {
-    json req = {{"model", "m"}, {"prompt", "prompt number " + std::to_string(i) + " of many, all different"},
+    json req = {{"model", "tiny"}, {"prompt", "prompt number " + std::to_string(i) + " of many, all different"},
                 {"max_tokens", 1}, {"temperature", 0}};
     Http h = post(port, "/v1/completions", req, inst.run_dir());
     REQUIRE_MESSAGE(h.status == 200, h.raw);

@@ -20,6 +20,8 @@
 #include "shared/container/format.h"
 #include "shared/util/error.h"
 #include "tools/libwaste/engine_client.h"
+#include "tools/serve/api_keys.h"
+#include "tools/serve/connection_guard.h"
 #include "tools/serve/images.h"
 #include "tools/serve/openai.h"
 
@@ -32,6 +34,7 @@ struct Config {
   std::string address;     // Engine RPC address
   std::vector<std::string> api_keys;  // empty: no authentication
   std::string model_name;  // reported by /v1/models and in replies
+  std::vector<std::string> model_names;  // what a request's "model" may say: the name, the container's stem, aliases
   waste::serve::Limits limits;
   waste::serve::ImageDir image_dir;  // --image-dir: where local image files may come from (off: none)
   bool vision = false;     // the model has a vision tower (compute's info at start, for /v1/models)
@@ -43,6 +46,8 @@ httplib::Server* g_server = nullptr;
 // compute's tower took on them (compute's own statistics do not count images).
 std::atomic<uint64_t> g_images{0}, g_image_tokens{0};
 std::atomic<double> g_image_seconds{0};
+// Non-streaming requests whose client went away mid-generation (cancelled, not run to the end).
+std::atomic<uint64_t> g_abandoned{0};
 
 void count_images(const waste::serve::ParsedRequest& p, const waste::client::Result& r) {
   if (p.images.empty()) return;
@@ -68,9 +73,24 @@ void prepare_images(waste::serve::ParsedRequest& p, const waste::client::Info& i
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
+// The id of the HTTP request this thread serves (the pre-routing handler sets it; the response
+// carries it as X-Request-Id and in 5xx error messages, the log line of an error names it).
+thread_local std::string t_request_id;
+std::atomic<uint64_t> g_http_request{1};
+
+// Every error a client gets goes through here (plain replies and stream error events): the full
+// message is logged with the request id; the body is error_body's, which scrubs server paths.
+json error_json(const ApiError& e) {
+  if (e.status >= 500)
+    spdlog::warn("serve: request {}: {} {}", t_request_id, e.status, e.message);
+  else
+    spdlog::debug("serve: request {}: {} {}", t_request_id, e.status, e.message);
+  return waste::serve::error_body(e, t_request_id);
+}
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(dump(waste::serve::error_body(e)), "application/json");
+  res.set_content(dump(error_json(e)), "application/json");
 }
 
 // A compute error as an HTTP error: limits -> 429, a prompt too long -> 400, no compute -> 503.
@@ -98,15 +118,25 @@ ApiError classify(const std::string& what) {
 // The caller's prompt-cache scope when its key is good (keys off: "", shared by every caller);
 // nullopt (401 sent) when not. A key's scope is a hash of it, so compute never holds the key and
 // one key's prompt prefix never serves another key.
+// Whether `name` (a request's "model", /v1/models/{id}) is the model this server serves.
+bool serves(const Config& cfg, const std::string& name) {
+  return std::find(cfg.model_names.begin(), cfg.model_names.end(), name) != cfg.model_names.end();
+}
+
+ApiError model_not_found(const std::string& name) {
+  return {404, "The model '" + name + "' does not exist", "invalid_request_error", "model", "model_not_found"};
+}
+
 std::optional<std::string> authorized(const Config& cfg, const httplib::Request& req, httplib::Response& res) {
   if (cfg.api_keys.empty()) return std::string();
-  const std::string given = req.get_header_value("Authorization");
-  for (const std::string& k : cfg.api_keys)
-    if (given == "Bearer " + k) {
-      char scope[32];
-      std::snprintf(scope, sizeof scope, "key:%016llx", (unsigned long long)waste::checksum64(k.data(), k.size()));
-      return std::string(scope);
-    }
+  // The key is compared in fixed time (api_keys.h), against every key, with no early exit.
+  const int k = waste::serve::matching_key(cfg.api_keys, req.get_header_value("Authorization"));
+  if (k >= 0) {
+    const std::string& key = cfg.api_keys[size_t(k)];
+    char scope[32];
+    std::snprintf(scope, sizeof scope, "key:%016llx", (unsigned long long)waste::checksum64(key.data(), key.size()));
+    return std::string(scope);
+  }
   send_error(res, {401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_request_error", "", "invalid_api_key"});
   return std::nullopt;
 }
@@ -221,6 +251,8 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
   ApiError err;
   auto parsed = waste::serve::parse_request(req.body, chat, cfg.limits, &err);
   if (!parsed) return send_error(res, err);
+  // A request for another model must not be answered by this one (OpenAI's 404).
+  if (parsed->model && !serves(cfg, *parsed->model)) return send_error(res, model_not_found(*parsed->model));
   parsed->request.cache_scope = *scope;
   const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(g_request_id++);
   const int64_t created = int64_t(std::time(nullptr));
@@ -277,11 +309,23 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
   if (!parsed->stream) {
     ReplyBuilder reply(parsed->parallel_tool_calls);
     try {
+      bool gone = false;
       auto r = session->generate_events(parsed->request, [&](const waste::client::TokenEvent& ev) {
+        // A client that closed its connection reads no reply: stop generating for it (its
+        // session and this thread are freed now, not after max_tokens).
+        if (waste::serve::client_gone()) {
+          gone = true;
+          return false;
+        }
         reply.add(ev, parsed->request.logprobs);
         return true;
       });
       count_images(*parsed, r);
+      if (gone) {
+        ++g_abandoned;
+        spdlog::info("serve: request {}: the client went away after {} tokens: generation cancelled", t_request_id, r.tokens);
+        return send_error(res, {499, "the client closed the connection", "invalid_request_error", "", "client_closed"});
+      }
       json choice = chat ? json{{"index", 0},
                                 {"message", reply.message()},
                                 {"logprobs", reply.logprobs_json()},
@@ -304,7 +348,12 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
   // generation runs inside the content provider, on this request's thread (its own RPC event loop).
   auto p = std::make_shared<waste::serve::ParsedRequest>(std::move(*parsed));
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [client, session, p, head, chat](size_t, httplib::DataSink& sink) {
+  // HTTP/1.0 has no chunked encoding: the events go out without a length and the end of the
+  // body is the end of the connection (httplib's provider without length; this server shuts
+  // the connection's sending side after [DONE], so even a 1.0 client that asked for keep-alive
+  // sees the end).
+  const bool http10 = req.version == "HTTP/1.0";
+  auto provider = [client, session, p, head, chat, http10](size_t, httplib::DataSink& sink) {
     auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
     bool open = true;
     if (chat) open = write(sse(head({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}})));
@@ -344,12 +393,19 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
       }
     } catch (const std::exception& e) {
       // Headers are out: the error travels as an event, as OpenAI's servers do.
-      if (open) write(sse(waste::serve::error_body(classify(e.what()))));
+      if (open) write(sse(error_json(classify(e.what()))));
     }
     if (open) write("data: [DONE]\n\n");
     sink.done();
+    if (http10 && waste::serve::connection_fd() >= 0) ::shutdown(waste::serve::connection_fd(), SHUT_WR);
     return true;
-  });
+  };
+  if (http10) {
+    res.set_header("Connection", "close");
+    res.set_content_provider("text/event-stream", provider);
+  } else {
+    res.set_chunked_content_provider("text/event-stream", provider);
+  }
 }
 
 std::string metrics(const Config& cfg) {
@@ -382,6 +438,14 @@ std::string metrics(const Config& cfg) {
          double(g_image_tokens.load()));
   metric("waste_vision_seconds_total", "counter", "Seconds compute's vision tower ran on those images.",
          g_image_seconds.load());
+  const waste::serve::GuardCounts g = waste::serve::guard_counts();
+  metric("waste_http_connections", "gauge", "HTTP connections open (queued or served).", double(g.open));
+  metric("waste_http_connections_refused_total", "counter",
+         "HTTP connections refused: over --max-connections-per-client.", double(g.refused));
+  metric("waste_http_request_read_timeouts_total", "counter",
+         "HTTP connections closed: a request not read whole within --request-read-timeout.", double(g.timed_out));
+  metric("waste_http_abandoned_total", "counter",
+         "Non-streaming requests cancelled because their client closed the connection.", double(g_abandoned.load()));
   const json& pc = e["prompt_cache"];
   metric("waste_prompt_cache_budget_bytes", "gauge", "Bytes the prompt cache may hold (0: off).",
          pc["budget_bytes"].get<double>());
@@ -408,7 +472,12 @@ int main(int argc, char** argv) {
   // Given or not: the default depends on the model (compute's info, below).
   size_t max_body = 0;
   std::string image_dir;
-  int threads = 8;
+  // Workers run connections (queued beyond them); each may hold one request body. More than
+  // httplib's default (8): slow or many clients must not take every worker.
+  int threads = 32;
+  double request_read_timeout = 10;
+  size_t max_per_client = 8;
+  std::vector<std::string> api_key_files, aliases;
   CLI::App app{"waste-serve: OpenAI-compatible HTTP server in front of waste-compute"};
   app.add_option("--connect", connect, "compute's run directory or socket (default: the default run dir)");
   app.add_option("--listen", listen, "HOST:PORT to bind (127.0.0.1:8080; :PORT is loopback; port 0 picks one)");
@@ -421,13 +490,49 @@ int main(int argc, char** argv) {
           " with a vision tower, room for a request's " + std::to_string(waste::kMaxImageBytesPerRequest >> 20) +
           " MiB of images as base64 data: URLs; else " + std::to_string(waste::serve::kDefaultMaxBody) +
           "; each HTTP thread may hold one body)");
+  app.add_option("--api-key-file", api_key_files,
+                 "read API keys from FILE: one a line, # starts a comment; a regular file others may not read "
+                 "or write (mode 0600 or 0640); repeatable, adds to --api-key");
   app.add_option("--max-prompt-bytes", cfg.limits.max_prompt_bytes, "largest text of a prompt in bytes (1 MiB)");
+  app.add_option("--max-tokens", cfg.limits.max_tokens_cap, "largest max_tokens a request may ask (65536)")
+      ->check(CLI::Range(1u, 1u << 24));
+  app.add_option("--max-messages", cfg.limits.max_messages, "most messages in a chat request (2048)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 20));
+  app.add_option("--max-stop", cfg.limits.max_stop, "most stop sequences in a request (4)")
+      ->check(CLI::Range(size_t(0), size_t(1024)));
+  app.add_option("--max-stop-bytes", cfg.limits.max_stop_bytes, "longest stop sequence in bytes (256)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 16));
+  app.add_option("--max-tools", cfg.limits.max_tools, "most tools in a chat request (128)")
+      ->check(CLI::Range(size_t(0), size_t(1) << 16));
+  app.add_option("--max-schema-bytes", cfg.limits.max_schema_bytes,
+                 "largest tool definition and response_format, each as JSON text, in bytes (65536)")
+      ->check(CLI::Range(size_t(64), size_t(1) << 26));
   app.add_option("--image-dir", image_dir,
                  "let image_url parts name local files (file:///... or a path) under this directory only; off by default");
-  app.add_option("--threads", threads, "HTTP worker threads (8)");
+  app.add_option("--threads", threads,
+                 "HTTP worker threads (32); more connections wait in a queue; each thread may hold one request body")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--request-read-timeout", request_read_timeout,
+                 "seconds a connection has to send a request's headers and body whole, from when a worker starts "
+                 "reading it (time queued for a worker does not count) or from the end of its previous response "
+                 "plus the 5 s keep-alive wait (10; 0: no bound); then it gets a 408 and is closed")
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--max-connections-per-client", max_per_client,
+                 "open connections per client IP address, queued or served (8; 0: no bound); one more gets a 503 "
+                 "and is closed at once");
   app.add_option("--model-name", cfg.model_name, "model id reported to clients (default: the container's name)");
+  app.add_option("--model-alias", aliases,
+                 "another name a request's \"model\" may give for the served model (repeatable); the model id and "
+                 "the container's name without .waste are always taken, any other name is a 404 model_not_found");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  try {
+    for (const std::string& f : api_key_files)
+      for (std::string& k : waste::serve::read_api_key_file(f)) cfg.api_keys.push_back(std::move(k));
+  } catch (const std::exception& e) {
+    spdlog::error("serve: {}", e.what());
+    return 2;
+  }
   if (cfg.api_keys.empty())
     if (const char* k = ::getenv("WASTE_API_KEY")) {
       std::stringstream list(k);
@@ -461,8 +566,26 @@ int main(int argc, char** argv) {
   try {
     waste::client::Client c(cfg.address);
     const auto info = c.info();
-    if (cfg.model_name.empty()) cfg.model_name = std::filesystem::path(info.model).filename().string();
+    const std::filesystem::path container = std::filesystem::path(info.model).filename();
+    if (cfg.model_name.empty()) cfg.model_name = container.string();
     if (cfg.model_name.empty()) cfg.model_name = "waste";
+    // The names a request's "model" may give: the id, the container's name and its stem (what
+    // clients and this repository's examples send: "tiny" for tiny.waste), the aliases.
+    for (const std::string& n : {cfg.model_name, container.string(), container.stem().string()})
+      if (!n.empty() && !serves(cfg, n)) cfg.model_names.push_back(n);
+    for (const std::string& n : aliases)
+      if (!n.empty() && !serves(cfg, n)) cfg.model_names.push_back(n);
+    // Paths of this host that error messages must not show a client (error_body scrubs them).
+    std::vector<std::string> private_paths = {connect, cfg.address, info.model, waste::client::default_run_dir()};
+    for (const std::string& pth : std::vector<std::string>(private_paths)) {
+      std::error_code ec;
+      const auto abs = std::filesystem::absolute(pth, ec);
+      if (!ec) private_paths.push_back(abs.string());
+      const auto canon = std::filesystem::weakly_canonical(pth, ec);
+      if (!ec) private_paths.push_back(canon.string());
+    }
+    if (!image_dir.empty()) private_paths.push_back(cfg.image_dir.root());
+    waste::serve::set_private_paths(private_paths);
     cfg.vision = info.vision;
     if (max_body_opt->count() == 0) max_body = waste::serve::default_max_body(info.vision);
     spdlog::info("serve: compute at {}: {} ({}), context {}, request bodies up to {} bytes{}", cfg.address,
@@ -474,9 +597,19 @@ int main(int argc, char** argv) {
 
   httplib::Server svr;
   g_server = &svr;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(std::max(1, threads))); };
+  svr.new_task_queue = [threads] { return waste::serve::new_guarded_pool(size_t(threads)); };
   svr.set_payload_max_length(max_body);
-  svr.set_read_timeout(30, 0);
+  svr.set_read_timeout(30, 0);  // per read(); the request as a whole has --request-read-timeout
+  constexpr int kKeepAliveSeconds = 5;  // httplib's default, named: the read deadline counts it
+  svr.set_keep_alive_timeout(kKeepAliveSeconds);
+  // Each request gets an id (X-Request-Id, and the log line of its error); the connection's
+  // next request gets its read deadline when a response went out.
+  svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    t_request_id = "req-" + std::to_string(g_http_request++);
+    res.set_header("X-Request-Id", t_request_id);
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr.set_logger([](const httplib::Request&, const httplib::Response&) { waste::serve::response_sent(); });
   // The library's default sets SO_REUSEPORT, which let a second waste-serve (of another model)
   // bind the same port and take half the connections. SO_REUSEADDR alone: a restart may rebind
   // at once (no TIME_WAIT wait), and a port in use fails with EADDRINUSE.
@@ -507,16 +640,33 @@ int main(int argc, char** argv) {
     send_error(res, {500, what, "server_error", "", ""});
   });
 
+  // A handler runs once its request is read whole (httplib reads the body before it): from
+  // here the request's read deadline no longer applies.
+  auto read = [](httplib::Server::Handler h) {
+    return [h = std::move(h)](const httplib::Request& q, httplib::Response& r) {
+      waste::serve::request_read();
+      h(q, r);
+    };
+  };
   svr.Post("/v1/chat/completions",
-           [&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, true); });
-  svr.Post("/v1/completions", [&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, false); });
-  svr.Get("/v1/models", [&](const httplib::Request& q, httplib::Response& r) {
+           read([&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, true); }));
+  svr.Post("/v1/completions", read([&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, false); }));
+  // "vision" (an extension): image_url content parts are taken.
+  auto model_json = [&] {
+    return json{{"id", cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "waste"}, {"vision", cfg.vision}};
+  };
+  svr.Get("/v1/models", read([&](const httplib::Request& q, httplib::Response& r) {
     if (!authorized(cfg, q, r)) return;
-    // "vision" (an extension): image_url content parts are taken.
-    json m = {{"id", cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "waste"}, {"vision", cfg.vision}};
-    r.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
-  });
-  svr.Get("/health", [&](const httplib::Request&, httplib::Response& r) {
+    r.set_content(json{{"object", "list"}, {"data", json::array({model_json()})}}.dump(), "application/json");
+  }));
+  // One model by name: any name a request's "model" may give; else 404 model_not_found.
+  svr.Get(R"(/v1/models/(.+))", read([&](const httplib::Request& q, httplib::Response& r) {
+    if (!authorized(cfg, q, r)) return;
+    const std::string name = q.matches[1];
+    if (!serves(cfg, name)) return send_error(r, model_not_found(name));
+    r.set_content(model_json().dump(), "application/json");
+  }));
+  svr.Get("/health", read([&](const httplib::Request&, httplib::Response& r) {
     try {
       waste::client::Client c(cfg.address);
       const json s = c.stats();
@@ -525,15 +675,15 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       send_error(r, {503, e.what(), "server_error", "", "compute_unavailable"});
     }
-  });
-  svr.Get("/metrics", [&](const httplib::Request& q, httplib::Response& r) {
+  }));
+  svr.Get("/metrics", read([&](const httplib::Request& q, httplib::Response& r) {
     if (!authorized(cfg, q, r)) return;
     try {
       r.set_content(metrics(cfg), "text/plain; version=0.0.4");
     } catch (const std::exception& e) {
       send_error(r, {503, e.what(), "server_error", "", "compute_unavailable"});
     }
-  });
+  }));
 
   // SIGTERM/SIGINT stop the listener; in-flight requests finish on their threads.
   std::signal(SIGPIPE, SIG_IGN);
@@ -558,6 +708,12 @@ int main(int argc, char** argv) {
   constexpr int kListenBacklog = 256;
   if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0)
     spdlog::warn("serve: cannot raise the listen backlog to {}: {}", kListenBacklog, std::strerror(errno));
+  // Deadlines and per-client bounds for the connections of this listener (connection_guard.h).
+  waste::serve::GuardOptions guard;
+  guard.request_read_timeout = std::chrono::milliseconds(int64_t(request_read_timeout * 1000));
+  guard.keep_alive_idle = std::chrono::seconds(kKeepAliveSeconds);
+  guard.max_connections_per_client = max_per_client;
+  waste::serve::guard_connections(listen_fd, guard);
   // Beyond loopback anyone who reaches the port can use the model (and its prompt cache).
   const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
   if (!loopback && cfg.api_keys.empty())

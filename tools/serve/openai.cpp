@@ -7,8 +7,60 @@
 
 namespace waste::serve {
 
-nlohmann::json error_body(const ApiError& e) {
-  nlohmann::json j = {{"message", e.message}, {"type", e.type}};
+namespace {
+
+std::vector<std::string>& private_paths() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+
+// Absolute paths in a message, but an endpoint of this server's: a path starts with '/' where a
+// word starts and runs to the next space, quote, bracket or comma.
+std::string scrub_paths(std::string m) {
+  for (const std::string& p : private_paths()) {
+    if (p.size() < 2) continue;  // "/" alone would take every slash
+    for (size_t at = m.find(p); at != std::string::npos; at = m.find(p, at + 6)) m.replace(at, p.size(), "<path>");
+  }
+  std::string out;
+  size_t i = 0;
+  while (i < m.size()) {
+    const bool word_start = i == 0 || std::string_view(" \t'\"(=,[<").find(m[i - 1]) != std::string_view::npos;
+    if (m[i] != '/' || !word_start) {
+      out += m[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < m.size() && std::string_view(" \t'\"),]>").find(m[end]) == std::string_view::npos) ++end;
+    // A '.', ':' or ';' at the end closes the sentence or clause, not the path.
+    while (end > i + 1 && std::string_view(".:;").find(m[end - 1]) != std::string_view::npos) --end;
+    const std::string_view path(m.data() + i, end - i);
+    const bool endpoint = path.rfind("/v1/", 0) == 0 || path == "/v1" || path == "/health" || path == "/metrics";
+    out += endpoint || path.size() == 1 ? std::string(path) : std::string("<path>");
+    i = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+void set_private_paths(std::vector<std::string> paths) {
+  // Longest first: a socket path inside the run directory goes whole, not as "<path>/compute.sock".
+  std::sort(paths.begin(), paths.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  private_paths() = std::move(paths);
+}
+
+std::string client_message(const ApiError& e, const std::string& request_id) {
+  const std::string id = request_id.empty() ? "" : " (request " + request_id + "; the server's log has the details)";
+  if (e.status >= 500) {
+    if (e.code == "compute_unavailable") return "compute is unavailable: try again later" + id;
+    return "internal server error" + id;
+  }
+  return scrub_paths(e.message);
+}
+
+nlohmann::json error_body(const ApiError& e, const std::string& request_id) {
+  nlohmann::json j = {{"message", client_message(e, request_id)}, {"type", e.type}};
   j["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);
   j["code"] = e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code);
   return {{"error", j}};
@@ -149,6 +201,26 @@ bool has_image_parts(const chat::Json& prompt) {
   return false;
 }
 
+// A chat's parts that cost the server more than their bytes, bounded before they are parsed:
+// messages, tools and the schemas that become grammars.
+void check_sizes(const chat::Json& j, const Limits& limits) {
+  if (j["messages"].size() > limits.max_messages)
+    throw Bad{"messages", "more than " + std::to_string(limits.max_messages) + " messages (waste-serve --max-messages)"};
+  if (present(j, "tools") && j["tools"].is_array()) {
+    const auto& tools = j["tools"];
+    if (tools.size() > limits.max_tools)
+      throw Bad{"tools", "more than " + std::to_string(limits.max_tools) + " tools (waste-serve --max-tools)"};
+    for (size_t i = 0; i < tools.size(); ++i)
+      if (tools[i].dump().size() > limits.max_schema_bytes)
+        throw Bad{"tools[" + std::to_string(i) + "]", "the tool's definition is more than " +
+                                                          std::to_string(limits.max_schema_bytes) +
+                                                          " bytes of JSON (waste-serve --max-schema-bytes)"};
+  }
+  if (present(j, "response_format") && j["response_format"].dump().size() > limits.max_schema_bytes)
+    throw Bad{"response_format", "response_format is more than " + std::to_string(limits.max_schema_bytes) +
+                                     " bytes of JSON (waste-serve --max-schema-bytes)"};
+}
+
 }  // namespace
 
 std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, const Limits& limits, ApiError* err) {
@@ -189,6 +261,7 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     if (chat) {
       if (!j.contains("messages")) throw Bad{"messages", "messages is required"};
       if (!j["messages"].is_array() || j["messages"].empty()) throw Bad{"messages", "messages must be a non-empty array"};
+      check_sizes(j, limits);
       r.kind = client::Request::Kind::Chat;
       try {
         r.chat = chat::parse_chat_request(j);
@@ -266,7 +339,8 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
       if (s.is_string()) {
         r.stop.push_back(s.get<std::string>());
       } else if (s.is_array()) {
-        if (s.size() > 4) throw Bad{"stop", "at most 4 stop sequences"};
+        if (s.size() > limits.max_stop)
+          throw Bad{"stop", "at most " + std::to_string(limits.max_stop) + " stop sequences (waste-serve --max-stop)"};
         for (const auto& x : s) {
           if (!x.is_string()) throw Bad{"stop", "stop must be a string or an array of strings"};
           r.stop.push_back(x.get<std::string>());
@@ -275,7 +349,9 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
         throw Bad{"stop", "stop must be a string or an array of strings"};
       }
       for (const auto& x : r.stop)
-        if (x.empty() || x.size() > 256) throw Bad{"stop", "a stop sequence must have 1 to 256 bytes"};
+        if (x.empty() || x.size() > limits.max_stop_bytes)
+          throw Bad{"stop", "a stop sequence must have 1 to " + std::to_string(limits.max_stop_bytes) +
+                                " bytes (waste-serve --max-stop-bytes)"};
     }
     if (present(j, "stream")) {
       if (!j["stream"].is_boolean()) throw Bad{"stream", "stream must be a boolean"};
@@ -294,7 +370,10 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     if (present(j, "n")) {
       if (!j["n"].is_number_integer() || j["n"].get<int64_t>() != 1) throw Bad{"n", "only n = 1 is supported"};
     }
-    if (present(j, "model") && !j["model"].is_string()) throw Bad{"model", "model must be a string"};
+    if (present(j, "model")) {
+      if (!j["model"].is_string()) throw Bad{"model", "model must be a string"};
+      p.model = j["model"].get<std::string>();
+    }
     if (present(j, "user") && !j["user"].is_string()) throw Bad{"user", "user must be a string"};
     if (present(j, "frequency_penalty")) r.frequency_penalty = float(number(j, "frequency_penalty", -2, 2));
     if (present(j, "presence_penalty")) r.presence_penalty = float(number(j, "presence_penalty", -2, 2));

@@ -16,7 +16,18 @@ struct ApiError {
   int status = 400;
   std::string message, type = "invalid_request_error", param, code;
 };
-nlohmann::json error_body(const ApiError& e);
+// The error object a client gets: the one place where what the server knows becomes what the
+// client sees. A 5xx says only what failed, in general terms, with the request id (the log has
+// the full message under that id): compute's socket path, the run directory, the model's path
+// are the server's business. A 4xx keeps its message (it tells the client what to fix) with the
+// private paths (set_private_paths) and any other absolute path but an endpoint's (/v1/...)
+// replaced by "<path>".
+nlohmann::json error_body(const ApiError& e, const std::string& request_id = "");
+// What error_body says for e.message.
+std::string client_message(const ApiError& e, const std::string& request_id = "");
+// This server's own paths (compute's socket, the run directory, the model, the image
+// directory), scrubbed from every error message. Set once at start.
+void set_private_paths(std::vector<std::string> paths);
 
 // An image content part of a chat request: where it is in request.chat, and how the client named
 // it. Its reference (request.chat's part text: a data: URL or a file under --image-dir) becomes
@@ -49,10 +60,18 @@ struct ParsedRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool parallel_tool_calls = true;  // false: only the reply's first tool call is returned
   std::string prompt_text;     // all message contents / the prompt, for the length pre-check
+  std::optional<std::string> model;  // the request's "model" (absent or null: the served one)
 };
 
 struct Limits {
   uint32_t max_tokens_cap = 1u << 16;  // largest max_tokens accepted
+  size_t max_messages = 2048;          // messages of a chat
+  size_t max_stop = 4;                 // stop sequences (OpenAI's bound)
+  size_t max_stop_bytes = 256;         // of one stop sequence
+  size_t max_tools = 128;              // tools of a chat (OpenAI's bound)
+  // A tool's definition, and response_format, as JSON text: each becomes a grammar compute
+  // builds and walks, so its size is bounded apart from the body's.
+  size_t max_schema_bytes = 64u << 10;
   size_t max_prompt_bytes = 1u << 20;  // of text (images are bounded by the body and by compute)
   bool local_images = false;           // --image-dir given: file:// URLs and paths may name images
   // The parsed body's JSON tree, bounded while it is built (a body of tiny elements would take

@@ -71,7 +71,7 @@ std::string capture_supervisor(const std::vector<std::string>& args, int* status
 
 void register_up_commands(CLI::App& app) {
   struct UpOptions {
-    std::string model, budget, http, run_dir, prompt_cache, image_dir;
+    std::string model, budget, http, run_dir, prompt_cache, image_dir, api_key_file;
     bool foreground = false;
     int ctx = 0, threads = 0, max_sessions = 0, max_batch = -1, image_patches = 0;
   };
@@ -82,6 +82,9 @@ void register_up_commands(CLI::App& app) {
   up->add_option("--http", o->http, "Also serve the OpenAI API on HOST:PORT (e.g. 127.0.0.1:8080)");
   up->add_option("--image-dir", o->image_dir,
                  "With --http: image_url parts may name local files (file:///...) under this directory only (off by default)");
+  up->add_option("--api-key-file", o->api_key_file,
+                 "With --http: the API keys, one a line (# comments; a regular file others may not read); "
+                 "else WASTE_API_KEY is passed through");
   up->add_option("--run-dir", o->run_dir, "Run directory (default: WASTE_RUN_DIR, $XDG_RUNTIME_DIR/waste, /tmp/waste-UID)");
   up->add_flag("--foreground", o->foreground, "Keep the supervisor attached (for service managers)");
   up->add_option("--ctx", o->ctx, "Session context in tokens");
@@ -98,6 +101,7 @@ void register_up_commands(CLI::App& app) {
     if (!o->budget.empty()) a.insert(a.end(), {"--budget", o->budget});
     if (!o->http.empty()) a.insert(a.end(), {"--http", o->http});
     if (!o->image_dir.empty()) a.insert(a.end(), {"--image-dir", o->image_dir});
+    if (!o->api_key_file.empty()) a.insert(a.end(), {"--api-key-file", o->api_key_file});
     if (o->foreground) a.push_back("--foreground");
     if (o->ctx) a.insert(a.end(), {"--ctx", std::to_string(o->ctx)});
     if (o->image_patches) a.insert(a.end(), {"--image-patches", std::to_string(o->image_patches)});
