@@ -45,18 +45,36 @@ int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v
 
 bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
 
+// A fixture's checkpoint as a Model whose routed experts go through `Experts`, a wrapper made on
+// the checkpoint's own experts (counting, failing, ...). Built in place: the members refer to
+// each other, in this order.
+template <class Experts>
+struct FixtureModel {
+  explicit FixtureModel(const std::string& name)
+      : dir(fixture_dir(name.c_str())),
+        ckpt(Checkpoint::open(dir)),
+        weights(ckpt),
+        inner(ckpt),
+        experts(inner),
+        model(Model::create(weights, experts, ckpt.config())) {}
+  std::string dir;
+  Checkpoint ckpt;
+  CheckpointWeights weights;
+  CheckpointExperts inner;
+  Experts experts;
+  Model model;
+};
+
 }  // namespace
 
 TEST_CASE("forward_batch: three sessions (one prefilling, two decoding) equal each alone, bit for bit") {
   for (const std::string name : {"kimi-linear", "kimi-k3", "deepseek-v3"}) {
     CAPTURE(name);
-    const std::string dir = fixture_dir(name.c_str());
-    Checkpoint ckpt = Checkpoint::open(dir);
-    CheckpointWeights weights(ckpt);
-    CheckpointExperts inner(ckpt);
-    CountingExperts experts(inner);
-    Model model = Model::create(weights, experts, ckpt.config());
-    const ModelConfig& c = ckpt.config();
+    FixtureModel<CountingExperts> f(name);
+    const std::string& dir = f.dir;
+    CountingExperts& experts = f.experts;
+    const Model& model = f.model;
+    const ModelConfig& c = f.ckpt.config();
     const int64_t V = c.vocab;
     const int moe_layers = int(c.moe_layers().size());
     const auto ids =
@@ -196,14 +214,11 @@ TEST_CASE("forward_batch: an expert source that fails mid-pass is an Error, and 
    private:
     ExpertSource& inner_;
   };
-  const std::string dir = fixture_dir("kimi-linear");
-  Checkpoint ckpt = Checkpoint::open(dir);
-  CheckpointWeights weights(ckpt);
-  CheckpointExperts inner(ckpt);
-  FailingExperts experts(inner);
-  Model model = Model::create(weights, experts, ckpt.config());
-  REQUIRE(ckpt.config().moe_layers().size() >= 2);
-  const int64_t V = ckpt.config().vocab;
+  FixtureModel<FailingExperts> f("kimi-linear");
+  FailingExperts& experts = f.experts;
+  const Model& model = f.model;
+  REQUIRE(f.ckpt.config().moe_layers().size() >= 2);
+  const int64_t V = f.ckpt.config().vocab;
   std::vector<float> l1(static_cast<size_t>(V)), l2(static_cast<size_t>(V));
   Session a = model.new_session(8), b = model.new_session(8);
   const int32_t t[2] = {3, 5};
@@ -233,13 +248,10 @@ TEST_CASE("forward_batch: an expert that cannot be had fails only the sessions r
   };
   for (const std::string name : {"kimi-linear", "kimi-k3", "deepseek-v3"}) {
     CAPTURE(name);
-    const std::string dir = fixture_dir(name.c_str());
-    Checkpoint ckpt = Checkpoint::open(dir);
-    CheckpointWeights weights(ckpt);
-    CheckpointExperts inner(ckpt);
-    LossyExperts experts(inner);
-    Model model = Model::create(weights, experts, ckpt.config());
-    const int64_t V = ckpt.config().vocab;
+    FixtureModel<LossyExperts> f(name);
+    LossyExperts& experts = f.experts;
+    const Model& model = f.model;
+    const int64_t V = f.ckpt.config().vocab;
 
     // Two one-token sessions; an expert the first uses and the second does not (token pairs are
     // tried until the routing gives one).
