@@ -2,12 +2,11 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <cstdio>
 
 #include "shared/util/error.h"
+#include "shared/util/file.h"
 
 namespace waste::serve {
 
@@ -40,34 +39,27 @@ int matching_key(const std::vector<std::string>& keys, const std::string& author
 
 std::vector<std::string> read_api_key_file(const std::string& path) {
   const std::string where = "--api-key-file " + path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO cannot hang us
-  if (fd < 0) throw Error(where + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(where + ": not a regular file");
+  std::string text;
+  try {
+    // File opens without blocking and refuses what is not a regular file (a FIFO cannot hang us).
+    File f(path, O_RDONLY);
+    struct stat st {};
+    require(::fstat(f.fd(), &st) == 0 && S_ISREG(st.st_mode), "not a regular file");
+    if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+      throw Error(std::string("other users may read or write it (mode ") + mode +
+                  "): the keys are secrets, chmod o-rw it (e.g. 0600 or 0640)");
+    }
+    require(f.size() <= (1u << 20), "more than 1 MiB: not a key file");
+    text.resize(size_t(f.size()));
+    f.pread_exact(text.data(), text.size(), 0);
+  } catch (const Error& e) {
+    // File's own messages start with the path: named once, after the option.
+    std::string why = e.what();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+    throw Error(where + ": " + why);
   }
-  if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
-    ::close(fd);
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
-    throw Error(where + ": other users may read or write it (mode " + mode +
-                "): the keys are secrets, chmod o-rw it (e.g. 0600 or 0640)");
-  }
-  if (st.st_size > (1 << 20)) {
-    ::close(fd);
-    throw Error(where + ": more than 1 MiB: not a key file");
-  }
-  std::string text(size_t(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += size_t(n);
-  }
-  ::close(fd);
-  text.resize(got);
   std::vector<std::string> keys;
   size_t at = 0;
   while (at <= text.size()) {

@@ -138,7 +138,14 @@ void watchdog(State& s) {
   }
 }
 
-void with_conn(const std::function<void(State&, Conn&)>& f);
+// Runs f on the entry of this worker thread's connection, under the mutex (nothing when none).
+void with_conn(const std::function<void(State&, Conn&)>& f) {
+  State* s = g_state.load();
+  if (s == nullptr || t_conn < 0) return;
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto it = s->conns.find(t_conn);
+  if (it != s->conns.end()) f(*s, it->second);
+}
 
 // The deadline of the request a worker starts reading now (after `extra`: a keep-alive wait).
 void start_reading(std::chrono::milliseconds extra = std::chrono::milliseconds(0)) {
@@ -166,14 +173,6 @@ class GuardedPool : public httplib::TaskQueue {
  private:
   httplib::ThreadPool pool_;
 };
-
-void with_conn(const std::function<void(State&, Conn&)>& f) {
-  State* s = g_state.load();
-  if (s == nullptr || t_conn < 0) return;
-  std::lock_guard<std::mutex> lock(s->mu);
-  auto it = s->conns.find(t_conn);
-  if (it != s->conns.end()) f(*s, it->second);
-}
 
 }  // namespace
 

@@ -115,9 +115,6 @@ ApiError classify(const std::string& what) {
   return {500, what, "server_error", "", ""};
 }
 
-// The caller's prompt-cache scope when its key is good (keys off: "", shared by every caller);
-// nullopt (401 sent) when not. A key's scope is a hash of it, so compute never holds the key and
-// one key's prompt prefix never serves another key.
 // Whether `name` (a request's "model", /v1/models/{id}) is the model this server serves.
 bool serves(const Config& cfg, const std::string& name) {
   return std::find(cfg.model_names.begin(), cfg.model_names.end(), name) != cfg.model_names.end();
@@ -127,6 +124,9 @@ ApiError model_not_found(const std::string& name) {
   return {404, "The model '" + name + "' does not exist", "invalid_request_error", "model", "model_not_found"};
 }
 
+// The caller's prompt-cache scope when its key is good (keys off: "", shared by every caller);
+// nullopt (401 sent) when not. A key's scope is a hash of it, so compute never holds the key and
+// one key's prompt prefix never serves another key.
 std::optional<std::string> authorized(const Config& cfg, const httplib::Request& req, httplib::Response& res) {
   if (cfg.api_keys.empty()) return std::string();
   // The key is compared in fixed time (api_keys.h), against every key, with no early exit.
