@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -710,7 +711,8 @@ int main(int argc, char** argv) {
     spdlog::warn("serve: cannot raise the listen backlog to {}: {}", kListenBacklog, std::strerror(errno));
   // Deadlines and per-client bounds for the connections of this listener (connection_guard.h).
   waste::serve::GuardOptions guard;
-  guard.request_read_timeout = std::chrono::milliseconds(int64_t(request_read_timeout * 1000));
+  // Rounded up: a small positive timeout is a short bound, never "no bound" (0).
+  guard.request_read_timeout = std::chrono::milliseconds(int64_t(std::ceil(request_read_timeout * 1000)));
   guard.keep_alive_idle = std::chrono::seconds(kKeepAliveSeconds);
   guard.max_connections_per_client = max_per_client;
   waste::serve::guard_connections(listen_fd, guard);
