@@ -160,6 +160,10 @@ int run_daemon(const DaemonOptions& o) {
   so.prior = hot.prior;
   so.usage = hot.counts;
   so.uring_faults = uring_faults_from_env();
+  if (const char* v = std::getenv("WASTE_IOD_TEST_EIO"); v && *v) {
+    so.read_faults = parse_read_faults(v);
+    spdlog::warn("iod: test hook: reads of {} read back as EIO", v);
+  }
   Store store(container, ipc::segment_name(instance, container.container_id()), instance, so);
   UsageWriter usage(store, container, o.usage);
   if (!o.trace.empty()) store.trace_start(o.trace);

@@ -111,6 +111,7 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
   usage_.container_id = container.container_id();
 
   ReadDone done = [this](const ReadJob& j, int64_t r, uint64_t ns) { on_read_done(j, r, ns); };
+  if (!o.read_faults.empty()) done = with_read_faults(std::move(done), o.read_faults);
   SlotRegion region{segment_.slot_data(0), uint64_t(o.slots) * segment_.slot_bytes(), segment_.slot_bytes()};
   if (o.io == "uring") {
     std::string why;
@@ -156,6 +157,7 @@ void Store::on_engine_failed(const std::string& why) {
     spdlog::warn("iod: reads continue via {}", io_path_);
   }
   ReadDone done = [this](const ReadJob& j, int64_t r, uint64_t ns) { on_read_done(j, r, ns); };
+  if (!options_.read_faults.empty()) done = with_read_faults(std::move(done), options_.read_faults);
   fallback_engine_ = make_pread_engine(queue_, done, options_.queue_depth);
 }
 

@@ -19,6 +19,7 @@
 #include "iod/cache/expert_cache.h"
 #include "iod/cache/usage_file.h"
 #include "iod/io/read_engine.h"
+#include "iod/io/read_faults.h"
 #include "iod/io/read_queue.h"
 #include "iod/latency_histogram.h"
 #include "shared/container/reader.h"
@@ -37,6 +38,7 @@ struct StoreOptions {
   cache::KeyPrior prior;      // usage-file popularity for the policy (empty = none)
   cache::UsageCounts usage;   // counts loaded from the usage file (empty = start from zero)
   UringFaults uring_faults;   // test hook (WASTE_IOD_TEST_URING_FAIL_AFTER)
+  ReadFaults read_faults;     // test hook (WASTE_IOD_TEST_EIO): records that read back as EIO
 };
 
 struct LayerCounters {

@@ -396,9 +396,17 @@ void flip_payload_byte(const std::string& bank, uint64_t offset) {
 
 }  // namespace
 
-TEST_CASE("engine: a damaged expert record fails only the request routed to it; its batch partner and the iod connection are untouched") {
+namespace {
+
+// One record that cannot be had fails only the request routed to it; its batch partner and the
+// iod connection are untouched. The fault: the record's payload damaged on disk (a checksum
+// mismatch), or, with `eio`, the record intact on disk but every read of it failing with EIO
+// (iod's WASTE_IOD_TEST_EIO hook, as from a failing disk).
+void check_one_record_fault(bool eio) {
   // Before `up`: damage one record of the first MoE layer, then find (in-process runs of the
-  // damaged model) a prompt whose request reads it and one whose request does not.
+  // damaged model) a prompt whose request reads it and one whose request does not. With `eio`
+  // the damage is undone again and iod is told to fail that record's reads instead.
+  const ScopedEnv no_fault({{"WASTE_IOD_TEST_EIO", ""}});
   const uint32_t n = 3;
   std::string failing, passing, named;
   const auto damage = [&](const std::string& model) -> std::string {
@@ -418,7 +426,13 @@ TEST_CASE("engine: a damaged expert record fails only the request routed to it; 
         if (r.status != 0 && r.output.find(named) != std::string::npos && failing.empty()) failing = p;
         if (r.status == 0 && passing.empty()) passing = p;
       }
-      if (!failing.empty() && !passing.empty()) return "";
+      if (!failing.empty() && !passing.empty()) {
+        if (eio) {
+          flip_payload_byte(l.bank_path, at);  // intact again: only the reads fail
+          ::setenv("WASTE_IOD_TEST_EIO", (std::to_string(l.layer) + ":" + std::to_string(e)).c_str(), 1);
+        }
+        return "";
+      }
       flip_payload_byte(l.bank_path, at);  // restored: try the next expert
     }
     return "no damaged record splits the prompts into one that reads it and one that does not";
@@ -457,7 +471,7 @@ TEST_CASE("engine: a damaged expert record fails only the request routed to it; 
   t0.join();
   t1.join();
   CHECK_MESSAGE(err_bad.find(named) != std::string::npos, err_bad);
-  CHECK_MESSAGE(err_bad.find("checksum") != std::string::npos, err_bad);
+  CHECK_MESSAGE(err_bad.find(eio ? "read error (Input/output error)" : "checksum") != std::string::npos, err_bad);
   CHECK_MESSAGE(err_bad.find("batched with") == std::string::npos, err_bad);  // its own fault, not the step's
   REQUIRE_MESSAGE(err_good.empty(), err_good);
   CHECK(good.ids.size() == n);
@@ -467,4 +481,14 @@ TEST_CASE("engine: a damaged expert record fails only the request routed to it; 
   const auto stats = c.stats()["engine"];
   CHECK(stats["reattaches"].get<uint32_t>() == reattaches0);
   CHECK(stats["failed"].get<uint64_t>() >= 1);
+}
+
+}  // namespace
+
+TEST_CASE("engine: a damaged expert record fails only the request routed to it; its batch partner and the iod connection are untouched") {
+  check_one_record_fault(false);
+}
+
+TEST_CASE("engine: an expert record that reads back as EIO fails only the request routed to it, likewise") {
+  check_one_record_fault(true);
 }
