@@ -12,6 +12,7 @@
 #include "tests/integration/child_process.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/test_engine_instance.h"
+#include "tests/skip.h"
 
 using namespace waste::test;
 using json = nlohmann::ordered_json;
@@ -264,7 +265,7 @@ TEST_CASE("a K3 tool-call reply reaches the client as OpenAI tool_calls, streame
   const std::string script = env_or("WASTE_SOURCE_DIR", ".") + "/tests/integration/openai_client.mjs";
   auto node = run_command("node " + script + " " + base + " " + tmp.path() + " 2>&1");
   if (node.status == 77) {
-    MESSAGE("SKIPPED PART: openai npm client not available: " << node.output);
+    waste::test::skip_part("openai npm client not available: " + node.output);
   } else {
     CHECK_MESSAGE(node.status == 0, node.output);
     CHECK_MESSAGE(node.output.find("both replies parsed") != std::string::npos, node.output);

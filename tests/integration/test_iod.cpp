@@ -25,6 +25,7 @@
 #include "tests/integration/process.h"
 #include "tests/integration/scoped_env.h"
 #include "tools/iobench/private_iod.h"
+#include "tests/skip.h"
 
 using namespace waste;
 using namespace waste::test;
@@ -377,7 +378,7 @@ TEST_CASE("iod: a read the dead ring abandoned fails once; the record is read ag
   }
   ipc::ExpertStoreClient client(iod->socket_path(), c.container_id());
   if (client.stats()["io_path"].get<std::string>().rfind("io_uring", 0) != 0) {
-    MESSAGE("io_uring unavailable here; skipping");
+    waste::test::skip_part("io_uring unavailable here");
     CHECK_EQ(iod->stop(), 0);
     return;
   }

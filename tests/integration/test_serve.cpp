@@ -12,6 +12,7 @@
 
 #include "tests/integration/child_process.h"
 #include "tests/integration/test_engine_instance.h"
+#include "tests/skip.h"
 
 using namespace waste::test;
 using nlohmann::json;
@@ -312,7 +313,7 @@ TEST_CASE("a run directory another user made, or a symlink, is refused by up, io
   CHECK(std::filesystem::is_empty(target));  // nothing was written through the link
   // A directory another user owns (made here with chown, which needs root).
   if (::geteuid() != 0) {
-    MESSAGE("SKIPPED PART: not root, cannot make a directory of another user");
+    waste::test::skip_part("not root: cannot make a directory of another user");
     return;
   }
   const std::string other = tmp / "other";
@@ -336,7 +337,7 @@ TEST_CASE("serve: the listen backlog takes a burst of clients (256, not the libr
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   auto ss = run_command("ss -ltnH 'sport = :" + std::to_string(port) + "'");
   if (ss.status != 0) {
-    MESSAGE("SKIPPED PART: no ss (iproute2) to read the backlog: " << ss.output);
+    waste::test::skip_part("no ss (iproute2) to read the backlog: " + ss.output);
     return;
   }
   // ss prints a listening socket's backlog as its Send-Q: LISTEN 0 256 127.0.0.1:PORT ...

@@ -21,6 +21,7 @@
 #include "tools/libwaste/engine_client.h"
 #include "tools/libwaste/waste.h"
 #include "tools/serve/openai.h"
+#include "tests/skip.h"
 
 static_assert(WASTE_API_VERSION >= 2, "the C API's image fields (waste_content_part.data, waste_request.images)");
 
@@ -414,7 +415,7 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
   auto node = run_command("node " + script + " " + base + " " + tmp.path() + " " + (tmp / "small.png") + " " +
                           std::to_string(small_tokens));
   if (node.status == 77) {
-    MESSAGE("SKIPPED PART: openai npm client not available: " << node.output);
+    waste::test::skip_part("openai npm client not available: " + node.output);
   } else {
     CHECK_MESSAGE(node.status == 0, node.output);
     CHECK_MESSAGE(node.output.find("image replies parsed") != std::string::npos, node.output);

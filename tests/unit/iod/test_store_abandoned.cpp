@@ -20,6 +20,7 @@
 #include "shared/ipc/segment_layout.h"
 #include "shared/util/error.h"
 #include "tools/synth/synth.h"
+#include "tests/skip.h"
 
 using namespace waste;
 using namespace waste::iod;
@@ -126,7 +127,7 @@ TEST_CASE("store: a read abandoned by a dead io_uring is forgotten and its slot 
   o.uring_faults.abandon_in_flight = true;     // ... is abandoned when the ring dies
   Store st(c, "waste-unit-iod-" + std::to_string(::getpid()), 1, o);
   if (st.io_path().rfind("io_uring", 0) != 0) {
-    MESSAGE("io_uring unavailable here (" << st.io_path() << "); skipping");
+    waste::test::skip_part("io_uring unavailable here (" + st.io_path() + ")");
     return;
   }
   const uint64_t conn = st.open_connection();

@@ -15,6 +15,7 @@
 
 #include "iod/io/read_engine.h"
 #include "iod/io/read_queue.h"
+#include "tests/skip.h"
 
 using namespace waste::iod;
 
@@ -92,7 +93,7 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
   SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
   auto engine = make_uring_engine(queue, done, 4, region, why_not, failed, faults, 200);
   if (!engine) {
-    MESSAGE("io_uring unavailable here (" << why_not << "); skipping");
+    waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
     ::close(pipefd[0]);
     ::close(pipefd[1]);
     return;
