@@ -225,8 +225,28 @@ interface Session {
       -> (logits :Data, vocab :UInt32);
 }
 
+# What compute knows of itself and its iod (Engine.health). Answered by compute's RPC thread
+# without waiting on the worker or iod, so a client that gets no answer in time knows compute
+# itself is stopped or wedged.
+struct EngineHealth {
+  enum IodState {
+    none @0;          # experts are read in-process (no iod)
+    ok @1;
+    notAnswering @2;  # a call to iod has waited longer than the asked threshold
+    down @3;          # the last call failed (iodDetail says how); compute reattaches when it can
+  }
+  iodState @0 :IodState;
+  iodDetail @1 :Text;
+  iodSinceAnswerSeconds @2 :Float64;  # since iod last answered (-1: never)
+  busySeconds @3 :Float64;            # how long the worker's current step has run (0: idle)
+  reattaches @4 :UInt32;
+}
+
 interface Engine {
   info @0 () -> (info :EngineInfo);
   openSession @1 (options :SessionOptions) -> (session :Session);
   stats @2 () -> (stats :EngineStats, sessions :List(SessionStats));
+  # notAnsweringAfterMs: how long a call to iod may wait before iod counts as not answering
+  # (0: compute's own --iod-timeout).
+  health @3 (notAnsweringAfterMs :UInt32) -> (health :EngineHealth);
 }

@@ -9,11 +9,14 @@
 
 namespace waste {
 
-IodExperts::IodExperts(const Container& container, const std::string& socket_path, int liveness_ms)
+IodExperts::IodExperts(const Container& container, const std::string& socket_path, int64_t call_timeout_ms,
+                       int liveness_ms)
     : container_(container),
       socket_(socket_path),
+      call_timeout_ms_(call_timeout_ms),
       liveness_ms_(std::max(1, liveness_ms)),
-      client_(std::make_unique<ipc::ExpertStoreClient>(socket_path, container.container_id())) {
+      client_(std::make_unique<ipc::ExpertStoreClient>(socket_path, container.container_id(),
+                                                      ipc::kDefaultHintCapacity, call_timeout_ms)) {
   // Every record must fit a slot (iod sizes slots for the largest layer stride).
   for (const ExpertLayerInfo& l : container_.expert_layers())
     require(l.layout.stride <= client_->info().layout.slot_bytes,
@@ -50,6 +53,7 @@ ExpertView IodExperts::view_of(int layer, int expert, ipc::SlotHandle h) {
 }
 
 const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h) {
+  const auto started = std::chrono::steady_clock::now();
   for (;;) {
     try {
       return client_->wait(h, int64_t(liveness_ms_) * 1'000'000);
@@ -60,12 +64,22 @@ const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h) {
       if (s == ipc::SlotState::Failed) return nullptr;
       if (s != ipc::SlotState::Loading) throw;
     }
-    // Still loading after liveness_ms: is iod alive? The ping throws naming the socket if not.
+    // Still loading after liveness_ms: is iod alive? The ping throws naming the socket if not
+    // (within call_timeout_ms: a stopped daemon does not answer at all).
     try {
       client_->stats();
     } catch (const Error& e) {
       dead_ = true;
-      throw Error(std::string("iod went away while compute waited for an expert: ") + e.what());
+      throw Error(std::string("iod went away while compute waited for an expert: ") + e.what(), ErrorKind::Unavailable,
+                  "iod");
+    }
+    // iod answers but the read does not finish: a record read takes milliseconds, so this is a
+    // stuck disk or a wedged read engine; the wait ends rather than holding the step for ever.
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    if (call_timeout_ms_ > 0 && waited.count() > call_timeout_ms_) {
+      throw Error("iod " + socket_ + ": slot " + std::to_string(h.slot) + " still loading after " +
+                      std::to_string(waited.count()) + " ms (iod answers; is its disk stuck?)",
+                  ErrorKind::Unavailable, "iod");
     }
   }
 }

@@ -12,8 +12,10 @@
 // next experts while the kernels run on the rest of the window. Results never depend on this:
 // moe_forward sums in ascending expert order.
 //
-// If iod goes away while we wait for a slot, the wait notices within `liveness_ms` (an RPC
-// ping fails) and the request throws an Error naming the socket; nothing hangs.
+// Nothing waits on iod without a deadline: every RPC is bounded by call_timeout_ms
+// (ExpertStoreClient), and a slot wait pings iod every `liveness_ms`, so a daemon that went
+// away or stopped answering is an Error naming the socket within call_timeout_ms; a slot that
+// stays LOADING longer than call_timeout_ms while iod answers (a stuck disk) is one too.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,7 +34,8 @@ namespace waste {
 class IodExperts : public ExpertSource {
  public:
   // Connects to iod's socket and attaches (checking it serves this container).
-  IodExperts(const Container& container, const std::string& socket_path, int liveness_ms = 200);
+  IodExperts(const Container& container, const std::string& socket_path,
+             int64_t call_timeout_ms = ipc::kDefaultCallTimeoutMs, int liveness_ms = 200);
   ~IodExperts() override;
 
   // Single-expert access (tests, tools): fetch, wait, view; release() unpins.
@@ -52,6 +55,8 @@ class IodExperts : public ExpertSource {
   const ipc::HintStats& hint_stats() const { return client_->hint_stats(); }
   // Sends pending releases now (otherwise they ride on the next fetch).
   void flush_releases();
+  // One round trip to iod (a stats call): throws Error when it does not answer in time.
+  void ping() { client_->stats(); }
 
  private:
   const float* codebooks(int layer);
@@ -67,6 +72,7 @@ class IodExperts : public ExpertSource {
 
   const Container& container_;
   std::string socket_;
+  int64_t call_timeout_ms_;
   int liveness_ms_;
   bool dead_ = false;  // the connection failed: skip RPCs on destruction
   std::unique_ptr<ipc::ExpertStoreClient> client_;

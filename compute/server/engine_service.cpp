@@ -21,6 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+int64_t steady_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
 ExpertSourceStats minus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
   // A reattach to a restarted iod can make counters step back; never report negative work.
@@ -175,14 +176,14 @@ void EngineService::vision_main() {
       wake_.notify_all();
       continue;
     }
-    finish(*j, "compute is shutting down");
+    finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
   }
   std::deque<std::shared_ptr<Job>> left;
   {
     std::lock_guard lk(mu_);
     left.swap(vision_queue_);
   }
-  for (auto& j : left) finish(*j, "compute is shutting down");
+  for (auto& j : left) finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
 }
 
 int64_t EngineService::max_context() const { return options_.max_context; }
@@ -200,7 +201,8 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     eo.in_process_cache_bytes = options_.in_process_cache_bytes;
     if (!options_.iod_socket.empty()) {
       expert_container_ = std::make_unique<Container>(Container::open(options_.model));
-      iod_ = std::make_unique<ReattachingExperts>(*expert_container_, options_.iod_socket);
+      iod_ = std::make_unique<ReattachingExperts>(*expert_container_, options_.iod_socket, options_.iod_timeout_ms,
+                                                  iod_health_);
       eo.experts = iod_.get();
       budget_bytes_ = uint64_t(iod_->slot_count()) * iod_->slot_bytes();
       expert_path_ = "iod at " + options_.iod_socket + ", " + std::to_string(iod_->slot_count()) + " slots";
@@ -233,7 +235,16 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
       std::unique_lock lk(mu_);
       auto has_work = [&] { return stopping_ || !incoming_.empty() || !control_.empty(); };
       if (jobs.empty() || gate > 0) {
-        wake_.wait(lk, has_work);
+        // Idle: wake now and then to ask iod whether it is there (ping_iod_if_idle).
+        if (iod_ && options_.idle_ping_ms > 0) {
+          if (!wake_.wait_for(lk, std::chrono::milliseconds(options_.idle_ping_ms), has_work)) {
+            lk.unlock();
+            ping_iod_if_idle();
+            continue;
+          }
+        } else {
+          wake_.wait(lk, has_work);
+        }
       } else {
         // Every running request waits on a slow client: nothing to step until one catches up.
         bool all_behind = std::all_of(jobs.begin(), jobs.end(), [](const auto& j) {
@@ -248,16 +259,20 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
       running_ = int(jobs.size());
       if (gate > 0 && jobs.size() >= gate) gate = 0;
     }
+    busy_since_ns_.store(steady_ns(), std::memory_order_relaxed);
     for (auto& f : control) f();  // session control runs while the gate holds the steps
     if (gate == 0) run_round(jobs);
+    busy_since_ns_.store(0, std::memory_order_relaxed);
     if (options_.step_delay_ms > 0 && !jobs.empty())
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.step_delay_ms));
   }
-  for (auto& j : jobs) finish(*j, "compute is shutting down");
+  for (auto& j : jobs) finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
   {
     std::lock_guard lk(mu_);
     for (auto& j : incoming_) {
       j->out.error = "compute is shutting down";
+      j->out.error_kind = ErrorKind::Unavailable;
+      j->out.error_param = "compute";
       j->cb.done(j->out);
     }
     incoming_.clear();
@@ -325,11 +340,15 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
   if (!items.empty()) {
     const ExpertSourceStats before = engine_->experts().stats();
     std::string error;                // the whole step failed (iod lost, ...): every item
+    ErrorKind error_kind = ErrorKind::Internal;
+    std::string error_param;
     std::vector<std::string> faulted;  // per item: an expert of its rows could not be had
     try {
       faulted = engine_->model().forward_batch(items);
     } catch (const std::exception& e) {
       error = e.what();
+      error_kind = kind_of(e);
+      if (const auto* w = dynamic_cast<const Error*>(&e)) error_param = w->param();
     }
     const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
     {
@@ -357,7 +376,8 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
         const size_t others = in_batch.size() - 1;
         fail(j, error + (others > 0 ? " (in a step batched with " + std::to_string(others) + " other session" +
                                           (others > 1 ? "s)" : ")")
-                                    : std::string()));
+                                    : std::string()),
+             error_kind, error_param);
         ended[in_batch[k]] = true;
       } else if (!faulted[k].empty()) {
         // Only this session routed to the lost expert: the others of the step are exact.
@@ -410,9 +430,14 @@ void EngineService::ensure_model_session(SessionState& s) {
   if (!s.model) s.model.emplace(engine_->new_session(s.context));
 }
 
-void EngineService::fail(Job& j, const std::string& error) {
+void EngineService::fail(Job& j, const std::string& error, ErrorKind kind, std::string param) {
   j.s->forget();
-  finish(j, error + " (the session's state was reset)");
+  finish(j, error + " (the session's state was reset)", kind, std::move(param));
+}
+
+void EngineService::failed_with(Job& j, const std::exception& e) {
+  const auto* w = dynamic_cast<const Error*>(&e);
+  fail(j, e.what(), kind_of(e), w ? w->param() : "");
 }
 
 EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& item) {
@@ -502,7 +527,7 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
     j.pending = 1;
     return Plan::Feed;
   } catch (const std::exception& e) {
-    fail(j, e.what());
+    failed_with(j, e);
     return Plan::Ended;
   }
 }
@@ -512,7 +537,7 @@ bool EngineService::fed(Job& j) {
     return fed_unguarded(j);
   } catch (const std::exception& e) {
     // Nothing a request brings may end the worker (every session would die with it).
-    fail(j, e.what());
+    failed_with(j, e);
     return false;
   }
 }
@@ -575,7 +600,7 @@ bool EngineService::start_decoding(Job& j) {
   return true;
 }
 
-void EngineService::finish(Job& j, std::string error) {
+void EngineService::finish(Job& j, std::string error, ErrorKind kind, std::string param) {
   if (error.empty() && j.stops && !j.stops->stopped()) {
     // Whatever was held back (a partial character, an open element, a tail that did not become
     // a stop).
@@ -597,6 +622,8 @@ void EngineService::finish(Job& j, std::string error) {
   if (j.parser && !j.reply.no_tool_calls) j.out.tool_calls = uint32_t(j.parser->reply().tool_calls.size());
   if (j.decoding) j.out.decode_seconds = seconds_between(j.decode_started, Clock::now());
   j.out.error = std::move(error);
+  j.out.error_kind = kind;
+  j.out.error_param = std::move(param);
   if (!j.out.error.empty()) j.out.stop_reason = "error";
   {
     std::lock_guard lk(mu_);
@@ -626,12 +653,12 @@ std::shared_ptr<EngineService::SessionState> EngineService::find(uint64_t id) co
 
 uint64_t EngineService::open(int64_t context) {
   if (context <= 0) context = options_.context;
-  require(context <= options_.max_context, "a session context of " + std::to_string(context) +
+  require_request(context <= options_.max_context, "a session context of " + std::to_string(context) +
                                                " tokens is more than this compute allows (" +
                                                std::to_string(options_.max_context) + ", --max-ctx)");
-  require(context >= 2, "a session context must be at least 2 tokens");
+  require_request(context >= 2, "a session context must be at least 2 tokens");
   std::lock_guard lk(mu_);
-  require(int(sessions_.size()) < options_.max_sessions,
+  require_kind(int(sessions_.size()) < options_.max_sessions, ErrorKind::Overloaded,
           "too many sessions: " + std::to_string(sessions_.size()) + " open, the limit is " +
               std::to_string(options_.max_sessions) + " (--max-sessions)");
   auto s = std::make_shared<SessionState>();
@@ -673,16 +700,16 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
                              ReplyOptions reply, std::shared_ptr<std::atomic<bool>> cancel, GenerateCallbacks cb,
                              std::string cache_scope, PromptImages images) {
   require(!reply.chat || engine_->has_tokenizer(), "generate: a chat reply needs the model's tokenizer");
-  require(reply.top_logprobs <= 20, "top_logprobs must be at most 20");
-  require(!prompt.empty(), "generate: empty prompt");
+  require_request(reply.top_logprobs <= 20, "top_logprobs must be at most 20");
+  require_request(!prompt.empty(), "generate: empty prompt");
   for (int32_t id : prompt)
-    require(id >= 0 && id < config_.vocab, "generate: token id " + std::to_string(id) + " is outside the vocabulary of " +
+    require_request(id >= 0 && id < config_.vocab, "generate: token id " + std::to_string(id) + " is outside the vocabulary of " +
                                                std::to_string(config_.vocab));
-  require(params.max_tokens >= 0, "generate: max_tokens must not be negative");
+  require_request(params.max_tokens >= 0, "generate: max_tokens must not be negative");
   require(images.runs.size() == images.images.size(), "generate: image runs and images differ in number");
   for (const ImageRun& r : images.runs)
     require(r.at >= 0 && r.tokens > 0 && r.at + r.tokens <= int64_t(prompt.size()), "generate: an image run is outside the prompt");
-  require(images.runs.empty() || engine_->vision().available(), "generate: this model has no vision tower");
+  require_request(images.runs.empty() || engine_->vision().available(), "generate: this model has no vision tower");
   auto j = std::make_shared<Job>();
   // Everything that can refuse the request is built here, on the caller's thread, so a bad
   // request fails alone and before it queues, never on the worker.
@@ -706,7 +733,7 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
     check_admission_locked(*s);
     // Room for the prompt (and the unfed last token) plus at least one generated token.
     const int64_t need = s->position + int64_t(prompt.size());
-    require(need < s->context, "the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
+    require_kind(need < s->context, ErrorKind::ContextLength, "the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
                                    std::to_string(s->context) + " tokens (" + std::to_string(s->position) +
                                    " already used)");
     j->s = s;
@@ -745,8 +772,8 @@ void EngineService::check_admission(uint64_t session) const {
 }
 
 void EngineService::check_admission_locked(const SessionState& s) const {
-  require(!s.busy, "session " + std::to_string(s.id) + " is already generating (one request at a time)");
-  require(queued_ < options_.max_queued, "compute is busy: " + std::to_string(queued_) +
+  require_kind(!s.busy, ErrorKind::Overloaded, "session " + std::to_string(s.id) + " is already generating (one request at a time)");
+  require_kind(queued_ < options_.max_queued, ErrorKind::Overloaded, "compute is busy: " + std::to_string(queued_) +
                                              " requests queued or running, the limit is " +
                                              std::to_string(options_.max_queued));
 }
@@ -890,6 +917,27 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
     });
   }
   wake_.notify_all();
+}
+
+void EngineService::ping_iod_if_idle() {
+  // Steps talk to iod all the time; only a quiet worker needs to ask.
+  const double since = iod_health_.since_answer();
+  if (since >= 0 && since * 1000 < options_.idle_ping_ms) return;
+  try {
+    iod_->ping();
+  } catch (const std::exception&) {
+    // Recorded in iod_health_ (and the connection dropped, to attach afresh on the next ping).
+  }
+}
+
+ServiceHealth EngineService::health(double not_answering_after) const {
+  ServiceHealth h;
+  h.has_iod = !options_.iod_socket.empty();
+  if (h.has_iod) h.iod = iod_health_.snapshot(not_answering_after);
+  const int64_t busy = busy_since_ns_.load(std::memory_order_relaxed);
+  if (busy != 0) h.busy_seconds = double(steady_ns() - busy) / 1e9;
+  h.reattaches = iod_ ? iod_->reattaches() : 0;
+  return h;
 }
 
 ServiceStats EngineService::stats() const {

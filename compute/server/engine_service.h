@@ -26,7 +26,9 @@
 
 #include "compute/engine.h"
 #include "compute/reply_constraint.h"
+#include "compute/server/iod_health.h"
 #include "compute/server/prompt_cache.h"
+#include "shared/ipc/expert_store_client.h"
 #include "shared/reply/reply_parser.h"
 
 namespace waste::server {
@@ -59,6 +61,21 @@ struct ServiceOptions {
   // random-weight model can check how a given reply (a tool call, reasoning) reaches a client.
   std::string test_reply;
   int image_patches = kDefaultImagePatches;  // patch budget per image when a request gives none
+  // The deadline of every call to iod (--iod-timeout): a stopped or wedged iod fails the
+  // requests that need it within this, instead of holding them.
+  int64_t iod_timeout_ms = ipc::kDefaultCallTimeoutMs;
+  // An idle worker asks iod "are you there" this often, so that /health knows iod's state
+  // (and compute reattaches to a restarted iod) without waiting for a request. 0: never.
+  int idle_ping_ms = 1000;
+};
+
+// What Engine.health reports: compute answered (so its RPC thread is alive); the rest says
+// what its worker and its iod are doing.
+struct ServiceHealth {
+  bool has_iod = false;        // false: experts are read in-process
+  IodHealth::Snapshot iod;
+  double busy_seconds = 0;     // how long the worker's current step or control call has run (0: idle)
+  uint32_t reattaches = 0;
 };
 
 struct SessionCounters {
@@ -90,6 +107,8 @@ struct ServiceStats {
 
 struct GenerateOutcome {
   std::string error;          // empty: success
+  ErrorKind error_kind = ErrorKind::Internal;  // of a failure: what front ends answer (HTTP status)
+  std::string error_param;                     // of a failure: the field at fault, the process unavailable
   int64_t prompt_tokens = 0, tokens = 0;
   double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   ExpertSourceStats experts;
@@ -212,6 +231,9 @@ class EngineService {
             std::vector<float> pad_rows = {});
 
   ServiceStats stats() const;
+  // Any thread, never blocks on the worker or iod. not_answering_after: seconds a call to iod
+  // may wait before iod counts as not answering.
+  ServiceHealth health(double not_answering_after) const;
 
   // Ends every request ("compute is shutting down") and stops the worker; `stopped` runs on the
   // worker as it exits. A caller whose thread serves the token callbacks must keep serving
@@ -221,6 +243,7 @@ class EngineService {
  private:
   struct Job;
   void worker_main(std::shared_ptr<std::promise<void>> ready);
+  void ping_iod_if_idle();  // worker: one iod round trip unless a call got an answer lately
   std::shared_ptr<SessionState> find(uint64_t id) const;  // under mu_
   // One batched step over every job that is not waiting on its client.
   void run_round(std::vector<std::shared_ptr<Job>>& jobs);
@@ -240,13 +263,18 @@ class EngineService {
   bool start_decoding(Job& j);
   // A job whose session holds nothing starts from the prompt cache's longest match, if any.
   void restore_from_cache(Job& j);
-  void fail(Job& j, const std::string& error);  // resets the session's state, then finish()
-  void finish(Job& j, std::string error);
+  // resets the session's state, then finish()
+  // An Error's kind and param go with its message (failed_with); anything else is Internal.
+  void fail(Job& j, const std::string& error, ErrorKind kind = ErrorKind::Internal, std::string param = "");
+  void finish(Job& j, std::string error, ErrorKind kind = ErrorKind::Internal, std::string param = "");
+  void failed_with(Job& j, const std::exception& e);  // fail() with e's message, kind and param
   void ensure_model_session(SessionState& s);
   void vision_main();
   void check_admission_locked(const SessionState& s) const;  // under mu_  // runs the tower for jobs with images, then queues them for the worker
 
   ServiceOptions options_;
+  IodHealth iod_health_;                       // written by the worker's iod calls, read by health()
+  std::atomic<int64_t> busy_since_ns_{0};      // the worker's current work began (steady ns; 0: idle)
   std::unique_ptr<Container> expert_container_;
   std::unique_ptr<ReattachingExperts> iod_;
   std::unique_ptr<Engine> engine_;

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <type_traits>
+
 namespace waste::server {
 
 namespace {
@@ -12,14 +14,15 @@ ExpertSourceStats plus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
 
 }  // namespace
 
-ReattachingExperts::ReattachingExperts(const Container& container, std::string socket_path)
-    : container_(container), socket_(std::move(socket_path)) {
-  inner_ = std::make_unique<IodExperts>(container_, socket_);
+ReattachingExperts::ReattachingExperts(const Container& container, std::string socket_path, int64_t call_timeout_ms,
+                                       IodHealth& health)
+    : container_(container), socket_(std::move(socket_path)), call_timeout_ms_(call_timeout_ms), health_(health) {
+  forward([&] { inner_ = std::make_unique<IodExperts>(container_, socket_, call_timeout_ms_); });
 }
 
 IodExperts& ReattachingExperts::live() {
   if (!inner_) {
-    inner_ = std::make_unique<IodExperts>(container_, socket_);  // throws while iod is still down
+    inner_ = std::make_unique<IodExperts>(container_, socket_, call_timeout_ms_);  // throws while iod is still down
     ++reattaches_;
     last_seen_ = {};
     spdlog::info("compute: reattached to iod at {} ({} slots)", socket_, inner_->slot_count());
@@ -41,31 +44,64 @@ void ReattachingExperts::drop() {
 }
 
 // Every forwarded call: a failure drops the connection so the next call attaches afresh; one
-// record that cannot be had is that record's fault, and the connection is fine.
-#define WASTE_FORWARD(expr)              \
-  try {                                  \
-    return expr;                         \
-  } catch (const ExpertUnavailable&) {   \
-    throw;                               \
-  } catch (...) {                        \
-    drop();                              \
-    throw;                               \
+// record that cannot be had is that record's fault, and the connection is fine (iod answered).
+template <typename F>
+auto ReattachingExperts::forward(F&& f) -> decltype(f()) {
+  health_.call_started();
+  struct Ended {
+    IodHealth& h;
+    ~Ended() { h.call_ended(); }
+  } ended{health_};
+  try {
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      health_.answered();
+    } else {
+      auto r = f();
+      health_.answered();
+      return r;
+    }
+  } catch (const ExpertUnavailable&) {
+    health_.answered();
+    throw;
+  } catch (const std::exception& e) {
+    health_.failed(e.what());
+    drop();
+    throw;
+  } catch (...) {
+    health_.failed("unknown error");
+    drop();
+    throw;
   }
+}
 
-ExpertView ReattachingExperts::expert(int layer, int expert) { WASTE_FORWARD(live().expert(layer, expert)) }
-void ReattachingExperts::release(int layer, int expert) { WASTE_FORWARD(live().release(layer, expert)) }
+ExpertView ReattachingExperts::expert(int layer, int expert) {
+  return forward([&] { return live().expert(layer, expert); });
+}
+void ReattachingExperts::release(int layer, int expert) {
+  forward([&] { live().release(layer, expert); });
+}
 void ReattachingExperts::prefetch(int layer, std::span<const int> experts) {
-  WASTE_FORWARD(live().prefetch(layer, experts))
+  forward([&] { live().prefetch(layer, experts); });
 }
 void ReattachingExperts::fetch_layer(int layer, std::span<const int> experts) {
-  WASTE_FORWARD(live().fetch_layer(layer, experts))
+  forward([&] { live().fetch_layer(layer, experts); });
 }
-int ReattachingExperts::next_ready(ExpertView& view) { WASTE_FORWARD(live().next_ready(view)) }
-void ReattachingExperts::end_layer() { WASTE_FORWARD(live().end_layer()) }
-uint32_t ReattachingExperts::slot_count() { WASTE_FORWARD(live().slot_count()) }
-uint64_t ReattachingExperts::slot_bytes() { WASTE_FORWARD(live().client().info().layout.slot_bytes) }
-
-#undef WASTE_FORWARD
+int ReattachingExperts::next_ready(ExpertView& view) {
+  return forward([&] { return live().next_ready(view); });
+}
+void ReattachingExperts::end_layer() {
+  forward([&] { live().end_layer(); });
+}
+void ReattachingExperts::ping() {
+  forward([&] { live().ping(); });
+}
+uint32_t ReattachingExperts::slot_count() {
+  return forward([&] { return live().slot_count(); });
+}
+uint64_t ReattachingExperts::slot_bytes() {
+  return forward([&] { return live().client().info().layout.slot_bytes; });
+}
 
 ExpertSourceStats ReattachingExperts::stats() const {
   if (inner_) {

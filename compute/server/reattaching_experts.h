@@ -9,13 +9,17 @@
 #include <string>
 
 #include "compute/experts/iod_experts.h"
+#include "compute/server/iod_health.h"
 
 namespace waste::server {
 
 class ReattachingExperts : public ExpertSource {
  public:
   // Connects at once (throws when iod is not there): a compute started without iod says so.
-  ReattachingExperts(const Container& container, std::string socket_path);
+  // Every call to iod is bounded by call_timeout_ms and recorded in `health` (which outlives
+  // this source).
+  ReattachingExperts(const Container& container, std::string socket_path, int64_t call_timeout_ms,
+                     IodHealth& health);
 
   ExpertView expert(int layer, int expert) override;
   void release(int layer, int expert) override;
@@ -26,6 +30,9 @@ class ReattachingExperts : public ExpertSource {
   // Counters of every daemon this source talked to, summed (a restarted iod starts from 0).
   ExpertSourceStats stats() const override;
 
+  // One round trip to iod (attaching afresh if the connection was dropped), recorded in the
+  // health like any call: the worker pings while idle so that /health knows iod's state.
+  void ping();
   uint32_t slot_count();
   uint64_t slot_bytes();
   uint32_t reattaches() const { return reattaches_.load(); }  // any thread
@@ -34,9 +41,14 @@ class ReattachingExperts : public ExpertSource {
  private:
   IodExperts& live();
   void drop();
+  // Runs one call to iod: records it in health_, drops the connection when it fails.
+  template <typename F>
+  auto forward(F&& f) -> decltype(f());
 
   const Container& container_;
   std::string socket_;
+  int64_t call_timeout_ms_;
+  IodHealth& health_;
   std::unique_ptr<IodExperts> inner_;
   ExpertSourceStats carried_;             // of daemons already dropped
   mutable ExpertSourceStats last_seen_;   // of the live one, for when it dies

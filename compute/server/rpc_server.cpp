@@ -14,25 +14,30 @@
 #include "proto/engine.capnp.h"
 #include "shared/chat/render.h"
 #include "shared/image/data_url.h"
+#include "shared/ipc/rpc_error.h"
 #include "shared/util/error.h"
 
 namespace waste::server {
 
 namespace {
 
-kj::Exception failure(const std::string& message) {
-  return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str(message.c_str()));
+// An RPC error whose text the client shows, with its kind (shared/ipc/rpc_error.h) for the
+// client to act on: waste-serve answers the HTTP status of the kind, no text matching.
+kj::Exception failure(const std::string& message, ErrorKind kind = ErrorKind::Internal, const std::string& param = "") {
+  return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                       kj::str(ipc::encode_error(kind, param, message).c_str()));
 }
 
-// waste::Error (bad input, a refused limit) becomes an RPC error whose text the client shows.
-// A request field at fault travels as "invalid request (PARAM): message", so front ends can
-// answer 400 naming the field (waste-serve's classify()).
+// waste::Error (bad input, a refused limit) keeps its kind across the call. A request field at
+// fault reads "invalid request (PARAM): message" for people (and the C API's older parsers).
 template <typename F>
 kj::Promise<void> guarded(F&& f) {
   try {
     return f();
   } catch (const chat::RequestError& e) {
-    return failure("invalid request (" + e.param + "): " + e.what());
+    return failure("invalid request (" + e.param + "): " + e.what(), ErrorKind::InvalidRequest, e.param);
+  } catch (const Error& e) {
+    return failure(e.what(), e.kind(), e.param());
   } catch (const std::exception& e) {
     return failure(e.what());
   }
@@ -533,7 +538,7 @@ class SessionImpl final : public proto::Session::Server {
       SinkPump* raw = pump.get();
       return paf.promise
           .then([ctx, raw](GenerateOutcome o) mutable -> kj::Promise<void> {
-            if (!o.error.empty()) return failure(o.error);
+            if (!o.error.empty()) return failure(o.error, o.error_kind, o.error_param);
             return raw->drained().then([ctx, raw, o = std::move(o)]() mutable {
               auto s = ctx.getResults().initStats();
               s.setPromptTokens(uint64_t(o.prompt_tokens));
@@ -773,6 +778,30 @@ class EngineImpl final : public proto::Engine::Server {
       pc.setTooLarge(s.prompt_cache.too_large);
       auto list = r.initSessions(uint32_t(s.sessions_detail.size()));
       for (size_t i = 0; i < s.sessions_detail.size(); ++i) fill_session_stats(list[uint32_t(i)], s.sessions_detail[i]);
+      return kj::READY_NOW;
+    });
+  }
+
+  kj::Promise<void> health(HealthContext ctx) override {
+    return guarded([&]() -> kj::Promise<void> {
+      const uint32_t asked = ctx.getParams().getNotAnsweringAfterMs();
+      const double after = double(asked ? asked : uint64_t(st_.service.options().iod_timeout_ms)) / 1000.0;
+      const ServiceHealth h = st_.service.health(after);
+      auto g = ctx.getResults().initHealth();
+      using S = proto::EngineHealth::IodState;
+      if (!h.has_iod) {
+        g.setIodState(S::NONE);
+      } else {
+        switch (h.iod.state) {
+          case IodHealth::State::Ok: g.setIodState(S::OK); break;
+          case IodHealth::State::NotAnswering: g.setIodState(S::NOT_ANSWERING); break;
+          case IodHealth::State::Down: g.setIodState(S::DOWN); break;
+        }
+      }
+      g.setIodDetail(h.iod.detail);
+      g.setIodSinceAnswerSeconds(h.iod.since_answer);
+      g.setBusySeconds(h.busy_seconds);
+      g.setReattaches(h.reattaches);
       return kj::READY_NOW;
     });
   }

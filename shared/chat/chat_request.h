@@ -19,7 +19,8 @@ namespace waste::chat {
 // the OpenAI error object.
 class RequestError : public Error {
  public:
-  RequestError(std::string param, const std::string& message) : Error(param + ": " + message), param(std::move(param)) {}
+  RequestError(std::string param, const std::string& message)
+      : Error(param + ": " + message, ErrorKind::InvalidRequest, param), param(std::move(param)) {}
   std::string param;
 };
 

@@ -3,6 +3,7 @@
 #include "shared/ipc/rpc_call.h"
 
 #include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
 #include <kj/exception.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@ struct ExpertStoreClient::Impl {
     bool done = false;
   };
   std::string socket_path;
+  int64_t call_timeout_ms;
   capnp::EzRpcClient rpc;
   proto::ExpertStore::Client store;
   ShmSegment segment;
@@ -31,11 +33,17 @@ struct ExpertStoreClient::Impl {
   // Sized once at construction (hint_capacity); declared after rpc and store so that pending
   // hints are destroyed (cancelled) while the connection still exists.
   std::vector<Hint> hints;
-  Impl(const std::string& path, uint32_t hint_capacity)
+  Impl(const std::string& path, uint32_t hint_capacity, int64_t timeout_ms)
       : socket_path(path),
+        call_timeout_ms(timeout_ms),
         rpc("unix:" + path),
         store(rpc.getMain<proto::ExpertStore>()),
         hints(std::max<uint32_t>(1, hint_capacity)) {}  // never resized: a Hint does not move
+  // A call's answer, within the deadline.
+  template <typename T>
+  T wait(kj::Promise<T>&& p) {
+    return wait_within(kj::mv(p), rpc.getWaitScope(), rpc.getIoProvider().getTimer(), call_timeout_ms);
+  }
   // Runs as a hint's continuation (inside the event loop).
   void hint_answered(size_t i, const kj::Exception* error) {
     hints[i].done = true;
@@ -112,12 +120,27 @@ void fill_handles(Builder list, std::span<const SlotHandle> hs) {
 
 }  // namespace
 
-ExpertStoreClient::ExpertStoreClient(const std::string& socket_path, uint64_t container_id, uint32_t hint_capacity) {
+std::string probe_iod(const std::string& socket_path, int64_t timeout_ms) {
+  try {
+    call(socket_path, "stats", [&] {
+      capnp::EzRpcClient rpc("unix:" + socket_path);
+      auto store = rpc.getMain<proto::ExpertStore>();
+      wait_within(store.statsRequest().send(), rpc.getWaitScope(), rpc.getIoProvider().getTimer(), timeout_ms);
+      return 0;
+    });
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+ExpertStoreClient::ExpertStoreClient(const std::string& socket_path, uint64_t container_id, uint32_t hint_capacity,
+                                     int64_t call_timeout_ms) {
   call(socket_path, "connect", [&] {
-    impl_ = std::make_unique<Impl>(socket_path, hint_capacity);
+    impl_ = std::make_unique<Impl>(socket_path, hint_capacity, call_timeout_ms);
     auto req = impl_->store.attachRequest();
     req.setContainerId(container_id);
-    auto resp = req.send().wait(impl_->rpc.getWaitScope());
+    auto resp = impl_->wait(req.send());
     auto s = resp.getSegment();
     info_.segment_name = s.getName().cStr();
     info_.layout.slot_count = s.getSlotCount();
@@ -145,7 +168,7 @@ std::vector<SlotHandle> ExpertStoreClient::fetch(uint32_t layer, std::span<const
     auto ex = req.initExperts(uint32_t(experts.size()));
     for (size_t i = 0; i < experts.size(); ++i) ex.set(uint32_t(i), experts[i]);
     fill_handles(req.initReleases(uint32_t(releases.size())), releases);
-    auto resp = req.send().wait(impl_->rpc.getWaitScope());
+    auto resp = impl_->wait(req.send());
     // Callers pair handles[i] with experts[i]: a reply of another length is a protocol error.
     auto handles = resp.getHandles();
     require(handles.size() == experts.size(), "iod " + impl_->socket_path + ": fetch of " +
@@ -165,7 +188,7 @@ uint32_t ExpertStoreClient::prefetch(uint32_t layer, std::span<const uint32_t> e
     req.setLayer(layer);
     auto ex = req.initExperts(uint32_t(experts.size()));
     for (size_t i = 0; i < experts.size(); ++i) ex.set(uint32_t(i), experts[i]);
-    return req.send().wait(impl_->rpc.getWaitScope()).getIssued();
+    return impl_->wait(req.send()).getIssued();
   });
 }
 
@@ -198,14 +221,14 @@ void ExpertStoreClient::release(std::span<const SlotHandle> handles) {
   call(impl_->socket_path, "release", [&] {
     auto req = impl_->store.releaseRequest();
     fill_handles(req.initHandles(uint32_t(handles.size())), handles);
-    req.send().wait(impl_->rpc.getWaitScope());
+    impl_->wait(req.send());
     return 0;
   });
 }
 
 nlohmann::json ExpertStoreClient::stats() {
   return call(impl_->socket_path, "stats", [&] {
-    auto resp = impl_->store.statsRequest().send().wait(impl_->rpc.getWaitScope());
+    auto resp = impl_->wait(impl_->store.statsRequest().send());
     auto s = resp.getStats();
     nlohmann::json j;
     j["io_path"] = s.getIoPath().cStr();
@@ -239,14 +262,14 @@ void ExpertStoreClient::trace_start(const std::string& path) {
   call(impl_->socket_path, "traceStart", [&] {
     auto req = impl_->store.traceStartRequest();
     req.setPath(path);
-    req.send().wait(impl_->rpc.getWaitScope());
+    impl_->wait(req.send());
     return 0;
   });
 }
 
 uint64_t ExpertStoreClient::trace_stop() {
   return call(impl_->socket_path, "traceStop", [&] {
-    return impl_->store.traceStopRequest().send().wait(impl_->rpc.getWaitScope()).getRequests();
+    return impl_->wait(impl_->store.traceStopRequest().send()).getRequests();
   });
 }
 

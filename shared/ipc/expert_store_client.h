@@ -31,6 +31,9 @@ struct HintStats {
 
 // Unanswered hints a client keeps at most (prefetch_async drops the rest).
 constexpr uint32_t kDefaultHintCapacity = 16;
+// How long a call waits for iod's answer by default. iod answers every call at once (reads go
+// on in the background), so a call that takes seconds means a stopped or wedged daemon.
+constexpr int64_t kDefaultCallTimeoutMs = 10'000;
 
 struct AttachInfo {
   std::string segment_name;
@@ -38,14 +41,21 @@ struct AttachInfo {
   uint64_t instance_id = 0, container_id = 0;
 };
 
+// One stats call on a fresh connection to iod's socket (no attach, no segment): "" when iod
+// answered within timeout_ms, else why not. For health probes (`waste health`).
+std::string probe_iod(const std::string& socket_path, int64_t timeout_ms);
+
 class ExpertStoreClient {
  public:
   // Connects to `socket_path` (an iod.sock) and attaches; container_id 0 skips the identity
   // check. Throws Error when the daemon is not there or serves another container.
   // hint_capacity bounds the unanswered prefetch_async hints (the container of their
-  // promises is sized to it here).
+  // promises is sized to it here). Every call (attach included) that iod does not answer within
+  // call_timeout_ms (<= 0: no deadline) throws Error saying so; the connection is then not to
+  // be trusted (a late answer may still be on its way): drop the client.
   explicit ExpertStoreClient(const std::string& socket_path, uint64_t container_id = 0,
-                             uint32_t hint_capacity = kDefaultHintCapacity);
+                             uint32_t hint_capacity = kDefaultHintCapacity,
+                             int64_t call_timeout_ms = kDefaultCallTimeoutMs);
   ~ExpertStoreClient();
   ExpertStoreClient(const ExpertStoreClient&) = delete;
   ExpertStoreClient& operator=(const ExpertStoreClient&) = delete;

@@ -1,17 +1,48 @@
 // Runs a Cap'n Proto call and turns a kj exception into a waste::Error naming the peer and
 // the operation, with the server's own message (kj sends it as "remote exception: <message>").
+// wait_within bounds how long a call may wait for its peer: every wait on another process has
+// a deadline, so a stopped or wedged peer is an error naming it, never a hang.
 #pragma once
+#include <kj/async.h>
 #include <kj/exception.h>
+#include <kj/timer.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
+#include "shared/ipc/rpc_error.h"
 #include "shared/util/error.h"
 
 namespace waste::ipc {
 
+// What a timed-out wait says (after the peer and the operation): rpc_call and the callers that
+// tell "not answering" from "gone" match this one definition.
+constexpr const char* kNoAnswer = "no answer within ";
+
+// `promise`, or after timeout_ms (<= 0: no deadline) a DISCONNECTED kj exception saying how
+// long it waited (the call is cancelled: the promise is dropped). To the caller, a peer that
+// stopped answering is as good as gone.
+template <typename T>
+kj::Promise<T> within(kj::Promise<T>&& promise, kj::Timer& timer, int64_t timeout_ms) {
+  if (timeout_ms <= 0) return kj::mv(promise);
+  return promise.exclusiveJoin(timer.afterDelay(timeout_ms * kj::MILLISECONDS).then([timeout_ms]() -> kj::Promise<T> {
+    return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                         kj::str(kNoAnswer, timeout_ms, " ms (stopped or wedged?)"));
+  }));
+}
+
+// Waits on `ws` for `promise`, for at most timeout_ms (see within).
+template <typename T>
+T wait_within(kj::Promise<T>&& promise, kj::WaitScope& ws, kj::Timer& timer, int64_t timeout_ms) {
+  return within(kj::mv(promise), timer, timeout_ms).wait(ws);
+}
+
 // peer: "iod /run/x/iod.sock", "compute unix:/run/x/compute.sock". gone: when non-null, what to
 // say when the peer disconnected (e.g. "compute went away").
+// The peer's typed errors (rpc_error.h) keep their kind and field and are marked relayed; a
+// peer that went away or did not answer in time is Unavailable (param: "iod", "compute");
+// anything else is Internal.
 template <typename F>
 auto rpc_call(const std::string& peer, const char* what, F&& f, const char* gone = nullptr) -> decltype(f()) {
   try {
@@ -20,7 +51,16 @@ auto rpc_call(const std::string& peer, const char* what, F&& f, const char* gone
     std::string d = e.getDescription().cStr();
     const std::string prefix = "remote exception: ";
     if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
-    if (gone && e.getType() == kj::Exception::Type::DISCONNECTED) d = std::string(gone) + " (" + d + ")";
+    DecodedError de = decode_error(d);
+    if (de.typed) {
+      Error err(peer + ": " + what + ": " + de.message, de.kind, de.param, de.message);
+      throw err.set_relayed();
+    }
+    if (e.getType() == kj::Exception::Type::DISCONNECTED) {
+      if (gone) d = std::string(gone) + " (" + d + ")";
+      // An Unavailable error's param names the process that is: the peer's first word.
+      throw Error(peer + ": " + what + ": " + d, ErrorKind::Unavailable, peer.substr(0, peer.find(' ')));
+    }
     throw Error(peer + ": " + what + ": " + d);
   }
 }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "tests/integration/child_process.h"
+#include "tests/integration/http_client.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/serve/api_keys.h"
 #include "tools/serve/openai.h"
@@ -74,37 +75,6 @@ std::string read_to_close(int fd, double timeout_s, bool* closed = nullptr) {
   }
   if (closed) *closed = false;
   return out;
-}
-
-struct Http {
-  int status = 0;
-  std::string body;
-  double seconds = 0;
-};
-
-// curl (from `from`, a loopback address) with the body in a file, so nothing is shell-quoted.
-Http curl(const std::string& url, const std::string& dir, const std::string& body = "", const std::string& extra = "",
-          const std::string& from = "127.0.0.1") {
-  std::string cmd = "curl -sS -m 60 --interface " + from + " -o " + dir + "/out.txt -w '%{http_code} %{time_total}' " + extra;
-  if (!body.empty()) {
-    std::ofstream(dir + "/body.json", std::ios::binary) << body;
-    cmd += " -H 'Content-Type: application/json' --data-binary @" + dir + "/body.json";
-  }
-  auto r = run_command(cmd + " " + url);
-  Http h;
-  std::istringstream in(r.output);
-  in >> h.status >> h.seconds;
-  std::ifstream f(dir + "/out.txt", std::ios::binary);
-  h.body.assign(std::istreambuf_iterator<char>(f), {});
-  return h;
-}
-
-// A Prometheus value of /metrics (-1 when absent).
-double metric(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  return -1;
 }
 
 // waste-serve started by hand against an instance's compute, with `args`; base() once it listens.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -197,11 +198,34 @@ capnp::ReaderOptions reader_options() {
 
 struct Client::Impl {
   std::string address;
+  int64_t timeout_ms;
   capnp::EzRpcClient rpc;
   proto::Engine::Client engine;
-  explicit Impl(const std::string& a)
-      : address(a), rpc(a.c_str(), 0, reader_options()), engine(rpc.getMain<proto::Engine>()) {}
+  Impl(const std::string& a, int64_t timeout)
+      : address(a), timeout_ms(timeout), rpc(a.c_str(), 0, reader_options()), engine(rpc.getMain<proto::Engine>()) {}
   kj::WaitScope& ws() { return rpc.getWaitScope(); }
+  kj::Timer& timer() { return rpc.getIoProvider().getTimer(); }
+  // A short call's answer, within the deadline.
+  template <typename T>
+  T wait(kj::Promise<T>&& p) {
+    return waste::ipc::wait_within(kj::mv(p), ws(), timer(), timeout_ms);
+  }
+  // A long call's answer, however long it takes, as long as compute answers a ping every
+  // few seconds (each within the deadline): its worker may be busy for minutes, its RPC
+  // thread never is.
+  template <typename T>
+  T wait_alive(kj::Promise<T>&& p) {
+    if (timeout_ms <= 0) return p.wait(ws());
+    return p.exclusiveJoin(pings().then([]() -> kj::Promise<T> { return kj::Promise<T>(kj::NEVER_DONE); })).wait(ws());
+  }
+  // Never resolves; rejects when a ping goes unanswered.
+  kj::Promise<void> pings() {
+    const int64_t every = std::clamp<int64_t>(timeout_ms / 2, 1, 2000);
+    return timer()
+        .afterDelay(every * kj::MILLISECONDS)
+        .then([this] { return waste::ipc::within(engine.healthRequest().send().ignoreResult(), timer(), timeout_ms); })
+        .then([this] { return pings(); });
+  }
 };
 
 struct Session::Impl {
@@ -209,14 +233,20 @@ struct Session::Impl {
   proto::Session::Client session;
 };
 
-Client::Client(const std::string& where) {
+Client::Client(const std::string& where, int64_t timeout_ms) {
   const std::string a = engine_address(where);
-  call(a, "connect", [&] {
-    impl_ = std::make_unique<Impl>(a);
-    // EzRpcClient connects lazily: one round trip now so a missing compute fails here.
-    impl_->engine.infoRequest().send().wait(impl_->ws());
-    return 0;
-  });
+  try {
+    call(a, "connect", [&] {
+      impl_ = std::make_unique<Impl>(a, timeout_ms);
+      // EzRpcClient connects lazily: one round trip now so a missing compute fails here.
+      impl_->wait(impl_->engine.infoRequest().send());
+      return 0;
+    });
+  } catch (const Error& e) {
+    // Whatever stops a connection (no socket, refused, no answer) means compute is not there.
+    if (e.kind() == ErrorKind::Internal) throw Error(e.what(), ErrorKind::Unavailable, "compute");
+    throw;
+  }
 }
 
 Client::~Client() = default;
@@ -225,7 +255,7 @@ const std::string& Client::address() const { return impl_->address; }
 
 Info Client::info() {
   return call(impl_->address, "info", [&] {
-    auto r = impl_->engine.infoRequest().send().wait(impl_->ws());
+    auto r = impl_->wait(impl_->engine.infoRequest().send());
     auto i = r.getInfo();
     Info o;
     o.model = i.getModel().cStr();
@@ -252,7 +282,7 @@ Info Client::info() {
 
 nlohmann::json Client::stats() {
   return call(impl_->address, "stats", [&] {
-    auto r = impl_->engine.statsRequest().send().wait(impl_->ws());
+    auto r = impl_->wait(impl_->engine.statsRequest().send());
     auto s = r.getStats();
     nlohmann::json e = {{"uptime_seconds", s.getUptimeSeconds()},
                         {"sessions", s.getSessions()},
@@ -286,11 +316,34 @@ nlohmann::json Client::stats() {
   });
 }
 
+Health Client::health(uint32_t not_answering_after_ms) {
+  return call(impl_->address, "health", [&] {
+    auto req = impl_->engine.healthRequest();
+    req.setNotAnsweringAfterMs(not_answering_after_ms);
+    auto r = impl_->wait(req.send());
+    auto h = r.getHealth();
+    Health o;
+    using S = proto::EngineHealth::IodState;
+    switch (h.getIodState()) {
+      case S::NONE: o.iod = "none"; break;
+      case S::OK: o.iod = "ok"; break;
+      case S::NOT_ANSWERING: o.iod = "not_answering"; break;
+      case S::DOWN: o.iod = "down"; break;
+      default: o.iod = "unknown"; break;  // a newer compute's state: not ok
+    }
+    o.iod_detail = h.getIodDetail().cStr();
+    o.iod_since_answer_seconds = h.getIodSinceAnswerSeconds();
+    o.busy_seconds = h.getBusySeconds();
+    o.reattaches = h.getReattaches();
+    return o;
+  });
+}
+
 std::unique_ptr<Session> Client::open_session(uint32_t context) {
   return call(impl_->address, "openSession", [&] {
     auto req = impl_->engine.openSessionRequest();
     req.initOptions().setContext(context);
-    auto r = req.send().wait(impl_->ws());
+    auto r = impl_->wait(req.send());
     auto impl = std::make_unique<Session::Impl>(Session::Impl{impl_.get(), r.getSession()});
     return std::unique_ptr<Session>(new Session(std::move(impl)));
   });
@@ -354,7 +407,7 @@ Result Session::generate_events(const Request& r, const OnEvent& on_token, const
     // watcher runs on the same event loop as the wait and is dropped with it.
     Poller poller{c.rpc.getIoProvider().getTimer(), interrupt, impl_->session};
     kj::Promise<void> watcher = interrupt ? poller.loop().eagerlyEvaluate(nullptr) : kj::Promise<void>(kj::NEVER_DONE);
-    auto out = reply.wait(c.ws());
+    auto out = c.wait_alive(kj::mv(reply));
     auto s = out.getStats();
     return Result{s.getPromptTokens(), s.getTokens(), s.getPrefillSeconds(), s.getDecodeSeconds(), s.getTokPerSecond(),
                   s.getQueueSeconds(), s.getHits(), s.getMisses(), s.getBytesRead(), s.getStopReason().cStr(),
@@ -367,7 +420,7 @@ std::vector<int32_t> Session::tokenize(const std::string& text) {
   return call(c.address, "tokenize", [&] {
     auto req = impl_->session.tokenizeRequest();
     req.setText(text_of(text));
-    auto r = req.send().wait(c.ws());
+    auto r = c.wait(req.send());
     std::vector<int32_t> out;
     for (int32_t id : r.getTokens()) out.push_back(id);
     return out;
@@ -380,7 +433,7 @@ std::string Session::detokenize(const std::vector<int32_t>& ids) {
     auto req = impl_->session.detokenizeRequest();
     auto l = req.initTokens(uint32_t(ids.size()));
     for (size_t i = 0; i < ids.size(); ++i) l.set(uint32_t(i), ids[i]);
-    auto r = req.send().wait(c.ws());
+    auto r = c.wait(req.send());
     return std::string(r.getText().cStr(), r.getText().size());
   });
 }
@@ -388,7 +441,7 @@ std::string Session::detokenize(const std::vector<int32_t>& ids) {
 void Session::reset() {
   Client::Impl& c = *impl_->client;
   call(c.address, "reset", [&] {
-    impl_->session.resetRequest().send().wait(c.ws());
+    c.wait_alive(impl_->session.resetRequest().send());  // runs on the worker, after its step
     return 0;
   });
 }
@@ -396,7 +449,7 @@ void Session::reset() {
 void Session::cancel() {
   Client::Impl& c = *impl_->client;
   call(c.address, "cancel", [&] {
-    impl_->session.cancelRequest().send().wait(c.ws());
+    c.wait(impl_->session.cancelRequest().send());
     return 0;
   });
 }
@@ -406,7 +459,7 @@ FileResult Session::save(const std::string& path) {
   return call(c.address, "save", [&] {
     auto req = impl_->session.saveRequest();
     req.setPath(text_of(path));
-    auto r = req.send().wait(c.ws());
+    auto r = c.wait_alive(req.send());
     return FileResult{r.getTokens(), r.getBytes(), r.getSeconds()};
   });
 }
@@ -416,7 +469,7 @@ FileResult Session::load(const std::string& path) {
   return call(c.address, "load", [&] {
     auto req = impl_->session.loadRequest();
     req.setPath(text_of(path));
-    auto r = req.send().wait(c.ws());
+    auto r = c.wait_alive(req.send());
     return FileResult{r.getTokens(), r.getBytes(), r.getSeconds()};
   });
 }
@@ -439,7 +492,7 @@ std::vector<float> Session::eval(const std::vector<int32_t>& ids, bool stepwise,
     if (!pad_embeddings.empty())
       req.setPadEmbeddings({reinterpret_cast<const kj::byte*>(pad_embeddings.data()), pad_embeddings.size() * sizeof(float)});
     req.setImagePatches(image_patches);
-    auto r = req.send().wait(c.ws());
+    auto r = c.wait_alive(req.send());
     const uint32_t V = r.getVocab();
     auto data = r.getLogits();
     // Images expand their placeholders, so only then may there be more rows than ids.
@@ -458,7 +511,7 @@ std::vector<float> Session::eval(const std::vector<int32_t>& ids, bool stepwise,
 nlohmann::json Session::stats() {
   Client::Impl& c = *impl_->client;
   return call(c.address, "stats", [&] {
-    auto r = impl_->session.statsRequest().send().wait(c.ws());
+    auto r = c.wait(impl_->session.statsRequest().send());
     return session_json(r.getStats());
   });
 }

@@ -142,10 +142,27 @@ class Session {
   std::unique_ptr<Impl> impl_;
 };
 
+// How long a client waits for compute's answer by default. Compute's RPC thread answers at
+// once (the work runs on its worker), so no answer in this long means a stopped or wedged compute.
+constexpr int64_t kDefaultTimeoutMs = 10'000;
+
+// What compute says of itself and its iod (Engine.health).
+struct Health {
+  std::string iod;         // "none" (in-process experts), "ok", "not_answering", "down"
+  std::string iod_detail;  // why, when not ok
+  double iod_since_answer_seconds = -1;  // -1: never
+  double busy_seconds = 0;               // the worker's current step (0: idle)
+  uint32_t reattaches = 0;
+};
+
 class Client {
  public:
   // Connects (see engine_address); throws Error naming the address when nothing answers.
-  explicit Client(const std::string& where);
+  // Every call waits at most timeout_ms for compute (<= 0: no deadline): a short call for its
+  // answer; a long one (generate, eval, save, load), which may rightly take minutes, for the
+  // answers to the liveness pings it sends every few seconds while it waits. Either way a
+  // stopped or wedged compute is an Error ("no answer within ..."), never a hang.
+  explicit Client(const std::string& where, int64_t timeout_ms = kDefaultTimeoutMs);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -153,6 +170,9 @@ class Client {
   const std::string& address() const;
   Info info();
   nlohmann::json stats();  // {"engine": {...}, "sessions": [...]}
+  // not_answering_after_ms: how long a call to iod may wait before iod counts as not
+  // answering (0: compute's --iod-timeout).
+  Health health(uint32_t not_answering_after_ms = 0);
   std::unique_ptr<Session> open_session(uint32_t context = 0);
 
   struct Impl;  // opaque (engine_client.cpp); a Session must not outlive its Client

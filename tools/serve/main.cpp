@@ -20,6 +20,7 @@
 #include "shared/chat/render.h"
 #include "shared/container/format.h"
 #include "shared/util/error.h"
+#include "shared/ipc/rpc_call.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/serve/api_keys.h"
 #include "tools/serve/connection_guard.h"
@@ -39,6 +40,7 @@ struct Config {
   waste::serve::Limits limits;
   waste::serve::ImageDir image_dir;  // --image-dir: where local image files may come from (off: none)
   bool vision = false;     // the model has a vision tower (compute's info at start, for /v1/models)
+  int64_t compute_timeout_ms = waste::client::kDefaultTimeoutMs;  // --compute-timeout
 };
 
 std::atomic<uint64_t> g_request_id{1};
@@ -94,25 +96,28 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump(error_json(e)), "application/json");
 }
 
-// A compute error as an HTTP error: limits -> 429, a prompt too long -> 400, no compute -> 503.
-ApiError classify(const std::string& what) {
-  auto has = [&](const char* s) { return what.find(s) != std::string::npos; };
-  // Compute's refusal of a request field: "invalid request (PARAM): message".
-  if (const size_t at = what.find("invalid request ("); at != std::string::npos) {
-    const size_t end = what.find("): ", at);
-    if (end != std::string::npos) {
-      const std::string param = what.substr(at + 17, end - at - 17);
-      return {400, what.substr(end + 3), "invalid_request_error", param, ""};
+// An error as an HTTP error: the one map from an error's kind (shared/util/error.h, carried
+// across Engine RPC by shared/ipc/rpc_error.h) to OpenAI's statuses and codes.
+ApiError classify(const std::exception& ex) {
+  const std::string what = ex.what();
+  const auto* e = dynamic_cast<const waste::Error*>(&ex);
+  if (!e) return {500, what, "server_error", "", ""};
+  switch (e->kind()) {
+    case waste::ErrorKind::InvalidRequest: {
+      // The client's own message, without the call's context; a field's without its
+      // "invalid request (PARAM): " heading (the param says it).
+      std::string m = e->message();
+      const std::string heading = "invalid request (" + e->param() + "): ";
+      if (!e->param().empty() && m.rfind(heading, 0) == 0) m = m.substr(heading.size());
+      return {400, m, "invalid_request_error", e->param(), ""};
     }
+    case waste::ErrorKind::ContextLength:
+      return {400, e->message(), "invalid_request_error", "messages", "context_length_exceeded"};
+    case waste::ErrorKind::Overloaded: return {429, e->message(), "rate_limit_error", "", "overloaded"};
+    case waste::ErrorKind::Unavailable:
+      return {503, what, "server_error", "", e->param() == "iod" ? "iod_unavailable" : "compute_unavailable"};
+    case waste::ErrorKind::Internal: break;
   }
-  if (has("does not fit the context") || has("context of"))
-    return {400, what, "invalid_request_error", "messages", "context_length_exceeded"};
-  if (has("too many sessions") || has("compute is busy") || has("already generating"))
-    return {429, what, "rate_limit_error", "", "overloaded"};
-  if (has("went away") || has("connect") || has("Connection refused") || has("No such file"))
-    return {503, what, "server_error", "", "compute_unavailable"};
-  if (has("must be") || has("outside the vocabulary") || has("not valid UTF-8") || has("UTF-8"))
-    return {400, what, "invalid_request_error", "", ""};
   return {500, what, "server_error", "", ""};
 }
 
@@ -262,7 +267,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
   std::shared_ptr<waste::client::Client> client;
   std::shared_ptr<waste::client::Session> session;
   try {
-    client = std::make_shared<waste::client::Client>(cfg.address);
+    client = std::make_shared<waste::client::Client>(cfg.address, cfg.compute_timeout_ms);
     session = std::shared_ptr<waste::client::Session>(client->open_session(0).release());
     // What compute would refuse about the chat is refused here too, before any header goes out,
     // so a streamed request gets its 400 as well: the prompt renders in the model's chat format
@@ -296,7 +301,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
                                 "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
     }
   } catch (const std::exception& e) {
-    return send_error(res, classify(e.what()));
+    return send_error(res, classify(e));
   }
 
   auto head = [model = cfg.model_name, id, created, chat](json choice) {
@@ -340,7 +345,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
       body["usage"] = waste::serve::usage_json(r);
       res.set_content(dump(body), "application/json");
     } catch (const std::exception& e) {
-      send_error(res, classify(e.what()));
+      send_error(res, classify(e));
     }
     return;
   }
@@ -394,7 +399,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
       }
     } catch (const std::exception& e) {
       // Headers are out: the error travels as an event, as OpenAI's servers do.
-      if (open) write(sse(error_json(classify(e.what()))));
+      if (open) write(sse(error_json(classify(e))));
     }
     if (open) write("data: [DONE]\n\n");
     sink.done();
@@ -410,7 +415,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
 }
 
 std::string metrics(const Config& cfg) {
-  waste::client::Client c(cfg.address);
+  waste::client::Client c(cfg.address, cfg.compute_timeout_ms);
   const json s = c.stats();
   const json& e = s["engine"];
   std::ostringstream o;
@@ -521,6 +526,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections-per-client", max_per_client,
                  "open connections per client IP address, queued or served (8; 0: no bound); one more gets a 503 "
                  "and is closed at once");
+  app.add_option("--compute-timeout", cfg.compute_timeout_ms,
+                 "ms compute may take to answer a call or a liveness ping before the request fails with 503 (10000)")
+      ->check(CLI::Range(int64_t(1), int64_t(3'600'000)));
   app.add_option("--model-name", cfg.model_name, "model id reported to clients (default: the container's name)");
   app.add_option("--model-alias", aliases,
                  "another name a request's \"model\" may give for the served model (repeatable); the model id and "
@@ -565,7 +573,7 @@ int main(int argc, char** argv) {
   }
   const int port = std::stoi(port_text);
   try {
-    waste::client::Client c(cfg.address);
+    waste::client::Client c(cfg.address, cfg.compute_timeout_ms);
     const auto info = c.info();
     const std::filesystem::path container = std::filesystem::path(info.model).filename();
     if (cfg.model_name.empty()) cfg.model_name = container.string();
@@ -667,15 +675,38 @@ int main(int argc, char** argv) {
     if (!serves(cfg, name)) return send_error(r, model_not_found(name));
     r.set_content(model_json().dump(), "application/json");
   }));
+  // The real state of the instance, for load balancers and the supervisor: 200 when compute
+  // answered in time and its iod (if any) answers; else 503 saying which is not. It needs no
+  // key (a liveness probe) and tells nothing a client could not learn from a failed request.
   svr.Get("/health", read([&](const httplib::Request&, httplib::Response& r) {
+    json compute = {{"state", "ok"}}, iod = {{"state", "unknown"}};
+    json sessions = nullptr;
+    std::string problem;
     try {
-      waste::client::Client c(cfg.address);
-      const json s = c.stats();
-      r.set_content(json{{"status", "ok"}, {"model", cfg.model_name}, {"sessions", s["engine"]["sessions"]}}.dump(),
-                    "application/json");
+      waste::client::Client c(cfg.address, cfg.compute_timeout_ms);
+      const waste::client::Health h = c.health();
+      compute["busy_seconds"] = h.busy_seconds;
+      iod = {{"state", h.iod}};
+      if (h.iod != "none") iod["seconds_since_answer"] = h.iod_since_answer_seconds;
+      if (h.iod != "ok" && h.iod != "none") problem = "iod is " + h.iod + (h.iod_detail.empty() ? "" : ": " + h.iod_detail);
+      sessions = c.stats()["engine"]["sessions"];
     } catch (const std::exception& e) {
-      send_error(r, {503, e.what(), "server_error", "", "compute_unavailable"});
+      // "no answer within": compute is there but stopped or wedged; else it is gone.
+      compute = {{"state", std::string(e.what()).find(waste::ipc::kNoAnswer) != std::string::npos ? "not_answering"
+                                                                                                 : "unreachable"}};
+      problem = e.what();
     }
+    json body = {{"status", problem.empty() ? "ok" : "unavailable"}, {"model", cfg.model_name},
+                 {"compute", compute}, {"iod", iod}, {"sessions", sessions}};
+    if (!problem.empty()) {
+      // The whole reason goes to the log; the reply says which part is down, without paths.
+      spdlog::warn("serve: /health: {}", problem);
+      r.status = 503;
+      const waste::serve::ApiError err{503, problem, "server_error", "",
+                                       compute["state"] == "ok" ? "iod_unavailable" : "compute_unavailable"};
+      body["error"] = waste::serve::error_body(err)["error"];
+    }
+    r.set_content(body.dump(), "application/json");
   }));
   svr.Get("/metrics", read([&](const httplib::Request& q, httplib::Response& r) {
     if (!authorized(cfg, q, r)) return;

@@ -54,6 +54,7 @@ std::string client_message(const ApiError& e, const std::string& request_id) {
   const std::string id = request_id.empty() ? "" : " (request " + request_id + "; the server's log has the details)";
   if (e.status >= 500) {
     if (e.code == "compute_unavailable") return "compute is unavailable: try again later" + id;
+    if (e.code == "iod_unavailable") return "the expert store (iod) is unavailable: try again later" + id;
     return "internal server error" + id;
   }
   return scrub_paths(e.message);

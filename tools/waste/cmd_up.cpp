@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "shared/image/image_budget.h"
+#include "shared/ipc/expert_store_client.h"
+#include "shared/ipc/rpc_call.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 #include "tools/libwaste/engine_client.h"
@@ -67,6 +70,33 @@ std::string capture_supervisor(const std::vector<std::string>& args, int* status
   return out;
 }
 
+// The health of an instance, each process asked with a deadline: compute through Engine.health
+// (which also says what compute knows of its iod), iod directly on its socket. "ok" in every
+// part that exists is healthy. What `waste health` prints and the supervisor's probe reads.
+nlohmann::json instance_health(const std::string& dir, int64_t timeout_ms) {
+  nlohmann::json compute, iod;
+  try {
+    client::Client cl(dir, timeout_ms);
+    const client::Health h = cl.health(uint32_t(std::min<int64_t>(timeout_ms, 1'000'000)));
+    compute = {{"state", "ok"}, {"busy_seconds", h.busy_seconds}, {"iod_seen", h.iod}, {"reattaches", h.reattaches}};
+    if (!h.iod_detail.empty()) compute["iod_detail"] = h.iod_detail;
+  } catch (const std::exception& e) {
+    const bool silent = std::string(e.what()).find(ipc::kNoAnswer) != std::string::npos;
+    compute = {{"state", silent ? "not_answering" : "unreachable"}, {"detail", e.what()}};
+  }
+  const std::string iod_sock = dir + "/iod.sock";
+  std::error_code ec;
+  if (!std::filesystem::exists(iod_sock, ec)) {
+    iod = {{"state", compute.value("iod_seen", "") == "none" ? "none" : "unreachable"}};
+  } else if (const std::string why = ipc::probe_iod(iod_sock, timeout_ms); why.empty()) {
+    iod = {{"state", "ok"}};
+  } else {
+    iod = {{"state", why.find(ipc::kNoAnswer) != std::string::npos ? "not_answering" : "unreachable"}, {"detail", why}};
+  }
+  const auto fine = [](const nlohmann::json& p) { return p["state"] == "ok" || p["state"] == "none"; };
+  return {{"ok", fine(compute) && fine(iod)}, {"run_dir", dir}, {"compute", compute}, {"iod", iod}};
+}
+
 }  // namespace
 
 void register_up_commands(CLI::App& app) {
@@ -74,6 +104,8 @@ void register_up_commands(CLI::App& app) {
     std::string model, budget, http, run_dir, prompt_cache, image_dir, api_key_file;
     bool foreground = false;
     int ctx = 0, threads = 0, max_sessions = 0, max_batch = -1, image_patches = 0;
+    double wedge_timeout = -1;  // < 0: the supervisor's default
+    int64_t iod_timeout_ms = 0, compute_timeout_ms = 0;  // 0: the processes' defaults
   };
   auto o = std::make_shared<UpOptions>();
   CLI::App* up = app.add_subcommand("up", "Start an instance (iod, compute, optionally HTTP) under the supervisor");
@@ -94,6 +126,13 @@ void register_up_commands(CLI::App& app) {
   up->add_option("--threads", o->threads, "Compute threads");
   up->add_option("--max-sessions", o->max_sessions, "Open sessions at most");
   up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)");
+  up->add_option("--iod-timeout", o->iod_timeout_ms, "ms compute waits for an answer of iod (10000)")
+      ->check(CLI::Range(int64_t(1), int64_t(3'600'000)));
+  up->add_option("--compute-timeout", o->compute_timeout_ms, "With --http: ms waste-serve waits for an answer of compute (10000)")
+      ->check(CLI::Range(int64_t(1), int64_t(3'600'000)));
+  up->add_option("--wedge-timeout", o->wedge_timeout,
+                 "Seconds a child may answer nothing before the supervisor kills and restarts it (30; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   up->add_option("--prompt-cache", o->prompt_cache,
                  "Prompt-cache checkpoint bytes (4G, 512M, ...; 0: off; default: the memory planner's)");
   up->callback([o] {
@@ -109,6 +148,9 @@ void register_up_commands(CLI::App& app) {
     if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
     if (o->max_batch >= 0) a.insert(a.end(), {"--max-batch", std::to_string(o->max_batch)});
     if (!o->prompt_cache.empty()) a.insert(a.end(), {"--prompt-cache", o->prompt_cache});
+    if (o->iod_timeout_ms) a.insert(a.end(), {"--iod-timeout", std::to_string(o->iod_timeout_ms)});
+    if (o->compute_timeout_ms) a.insert(a.end(), {"--compute-timeout", std::to_string(o->compute_timeout_ms)});
+    if (o->wedge_timeout >= 0) a.insert(a.end(), {"--wedge-timeout", std::to_string(o->wedge_timeout)});
     if (int rc = run_supervisor(a); rc != 0) std::exit(rc);
   });
 
@@ -118,6 +160,33 @@ void register_up_commands(CLI::App& app) {
   down->callback([down_dir] {
     if (int rc = run_supervisor({"down", "--run-dir", down_dir->empty() ? client::default_run_dir() : *down_dir}); rc != 0)
       std::exit(rc);
+  });
+
+  struct HealthOptions {
+    std::string run_dir;
+    int64_t timeout_ms = 3000;
+    bool json = false;
+  };
+  auto ho = std::make_shared<HealthOptions>();
+  CLI::App* health = app.add_subcommand(
+      "health", "Ask compute and iod of a running instance whether they answer (exit 0: both do, 1: not)");
+  health->add_option("--run-dir", ho->run_dir, "Run directory");
+  health->add_option("--timeout-ms", ho->timeout_ms, "How long each process may take to answer (3000)")
+      ->check(CLI::Range(int64_t(1), int64_t(600'000)));
+  health->add_flag("--json", ho->json, "One JSON object");
+  health->callback([ho] {
+    const std::string dir = ho->run_dir.empty() ? client::default_run_dir() : ho->run_dir;
+    const nlohmann::json h = instance_health(dir, ho->timeout_ms);
+    if (ho->json) {
+      std::printf("%s\n", h.dump().c_str());
+    } else {
+      for (const char* part : {"compute", "iod"}) {
+        const nlohmann::json& p = h[part];
+        std::printf("%-8s %s%s\n", part, p["state"].get<std::string>().c_str(),
+                    p.contains("detail") ? (" (" + p["detail"].get<std::string>() + ")").c_str() : "");
+      }
+    }
+    std::exit(h["ok"].get<bool>() ? 0 : 1);
   });
 
   auto status_dir = std::make_shared<std::string>();
@@ -142,8 +211,12 @@ void register_up_commands(CLI::App& app) {
                   c["pid"].is_null() ? "-" : std::to_string(c["pid"].get<int>()).c_str(),
                   c["alive"].get<bool>() ? "running" : "DOWN", c["uptime_seconds"].get<double>(),
                   c["restarts"].get<int>());
+    const nlohmann::json h = instance_health(dir, 3000);
+    std::printf("health  compute %s, iod %s\n", h["compute"]["state"].get<std::string>().c_str(),
+                h["iod"]["state"].get<std::string>().c_str());
+    if (h["compute"]["state"] != "ok") return;  // asking it more would only wait again
     try {
-      client::Client cl(dir);
+      client::Client cl(dir, 3000);
       const auto info = cl.info();
       const nlohmann::json s = cl.stats()["engine"];
       const double hits = s["hits"].get<double>(), misses = s["misses"].get<double>();

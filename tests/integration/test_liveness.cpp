@@ -1,0 +1,201 @@
+// Every wait on another process has a deadline (hardening issue, defect 7), with real
+// processes: a stopped iod or compute fails the requests that need it within the deadline and
+// /health says which part is down; running again, the instance serves as before; the
+// supervisor kills and restarts a child that answers nothing; `waste down` stops a supervisor
+// that is still starting.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "tests/integration/child_process.h"
+#include "tests/integration/http_client.h"
+#include "tests/integration/scoped_env.h"
+#include "tests/integration/test_engine_instance.h"
+#include "tools/libwaste/engine_client.h"
+
+using namespace waste::test;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Polls `done` (an observable state of the processes) until it holds or timeout_s passes.
+bool eventually(const std::function<bool()>& done, double timeout_s) {
+  const auto t0 = Clock::now();
+  while (!done()) {
+    if (since(t0) > timeout_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling interval, not a synchronisation
+  }
+  return true;
+}
+
+// SIGSTOP for a scope; SIGCONT on every exit path, so a failed check never leaves a process stopped.
+struct Stopped {
+  explicit Stopped(int p) : pid(p) { ::kill(pid, SIGSTOP); }
+  ~Stopped() { ::kill(pid, SIGCONT); }
+  int pid;
+};
+
+json parse(const std::string& s) { return json::parse(s, nullptr, false); }
+
+const std::string kCompletion = R"({"model":"tiny","prompt":"Hello there","max_tokens":4,"temperature":0})";
+
+std::string text_of(const Http& h) {
+  const json j = parse(h.body);
+  return j.is_discarded() ? "" : j["choices"][0]["text"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("liveness: a stopped iod fails requests within the deadline, /health names it, and it recovers") {
+  const std::string http = "127.0.0.1:" + std::to_string(free_port());
+  Instance inst("--http " + http + " --ctx 256 --iod-timeout 1500 --compute-timeout 1500 --wedge-timeout 0");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  const std::string base = "http://" + http;
+  const Http warm = curl(base + "/v1/completions", tmp.path(), kCompletion);
+  REQUIRE_MESSAGE(warm.status == 200, warm.body);
+  const Http fine = curl(base + "/health", tmp.path());
+  CHECK_MESSAGE(fine.status == 200, fine.body);
+  CHECK(parse(fine.body)["iod"]["state"] == "ok");
+  CHECK(parse(fine.body)["compute"]["state"] == "ok");
+  {
+    Stopped stop(inst.pid_of("iod"));
+    const Http r = curl(base + "/v1/completions", tmp.path(), kCompletion);
+    CHECK_MESSAGE(r.status == 503, r.body);
+    CHECK_MESSAGE(parse(r.body)["error"]["code"] == "iod_unavailable", r.body);
+    MESSAGE("a request with iod stopped: " << r.status << " after " << r.seconds << " s (deadline 1.5 s)");
+    CHECK(r.seconds < 10);  // a bound on a hang (before: as long as iod stayed stopped)
+    // /health says iod is not there, and answers in bounded time itself.
+    Http h;
+    CHECK(eventually([&] {
+      h = curl(base + "/health", tmp.path());
+      return h.status == 503;
+    }, 15));
+    CHECK(h.seconds < 6);
+    const json hj = parse(h.body);
+    CHECK_MESSAGE((hj["iod"]["state"] == "down" || hj["iod"]["state"] == "not_answering"), h.body);
+    CHECK_MESSAGE(hj["compute"]["state"] == "ok", h.body);
+    CHECK_MESSAGE(hj["error"]["code"] == "iod_unavailable", h.body);
+    CHECK_MESSAGE(h.body.find(inst.run_dir()) == std::string::npos, h.body);  // no server paths
+    // `waste health` asks iod itself.
+    const auto wh = run_command(waste_bin() + " health --json --timeout-ms 1000 --run-dir " + inst.run_dir());
+    CHECK_MESSAGE(wh.status == 1, wh.output);
+    const json wj = parse(wh.output);
+    CHECK_MESSAGE(wj["iod"]["state"] == "not_answering", wh.output);
+    CHECK_MESSAGE(wj["compute"]["state"] == "ok", wh.output);
+  }
+  // Running again: compute's idle ping attaches afresh, /health turns 200, and the same
+  // request gets the same greedy text.
+  CHECK(eventually([&] { return curl(base + "/health", tmp.path()).status == 200; }, 30));
+  const Http again = curl(base + "/v1/completions", tmp.path(), kCompletion);
+  CHECK_MESSAGE(again.status == 200, again.body);
+  CHECK(text_of(again) == text_of(warm));
+  CHECK(run_command(waste_bin() + " health --run-dir " + inst.run_dir()).status == 0);
+}
+
+TEST_CASE("liveness: a stopped compute fails requests and /health within the deadline, mid-stream too") {
+  // Steps 60 ms apart: a 64-token stream lasts seconds, so compute can be stopped inside it.
+  ScopedEnv hooks({{"WASTE_COMPUTE_TEST_STEP_DELAY_MS", "60"}});
+  const std::string http = "127.0.0.1:" + std::to_string(free_port());
+  Instance inst("--http " + http + " --ctx 256 --compute-timeout 1500 --wedge-timeout 0");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp, tmp2;
+  const std::string base = "http://" + http;
+  REQUIRE(curl(base + "/v1/completions", tmp.path(), kCompletion).status == 200);
+
+  // A stream that compute stops answering in the middle of.
+  Http streamed;
+  std::thread client([&] {
+    streamed = curl(base + "/v1/completions", tmp2.path(),
+                    R"({"model":"tiny","prompt":"Hello","max_tokens":64,"temperature":0,"stream":true})", "-N");
+  });
+  waste::client::Client probe(inst.run_dir());
+  REQUIRE(eventually([&] { return probe.stats()["engine"]["running"].get<int>() == 1; }, 30));
+  {
+    Stopped stop(inst.pid_of("compute"));
+    client.join();
+    MESSAGE("a stream with compute stopped ended after " << streamed.seconds << " s");
+    CHECK(streamed.seconds < 15);  // pings every 0.75 s, each answered within 1.5 s, or the stream ends
+    CHECK_MESSAGE(streamed.body.find("\"error\"") != std::string::npos, streamed.body);
+    CHECK_MESSAGE(streamed.body.find("compute is unavailable") != std::string::npos, streamed.body);
+
+    const Http h = curl(base + "/health", tmp.path());
+    CHECK_MESSAGE(h.status == 503, h.body);
+    CHECK(h.seconds < 6);
+    CHECK_MESSAGE(parse(h.body)["compute"]["state"] == "not_answering", h.body);
+    CHECK_MESSAGE(parse(h.body)["error"]["code"] == "compute_unavailable", h.body);
+    const Http r = curl(base + "/v1/completions", tmp.path(), kCompletion);
+    CHECK_MESSAGE(r.status == 503, r.body);
+    CHECK(r.seconds < 6);
+    // `waste status` answers too (before: it hung for as long as compute stayed stopped).
+    const auto t0 = Clock::now();
+    const auto st = run_command(waste_bin() + " status --run-dir " + inst.run_dir());
+    CHECK(since(t0) < 15);
+    CHECK_MESSAGE(st.output.find("compute not_answering") != std::string::npos, st.output);
+  }
+  CHECK(eventually([&] { return curl(base + "/health", tmp.path()).status == 200; }, 30));
+  CHECK(curl(base + "/v1/completions", tmp.path(), kCompletion).status == 200);
+}
+
+TEST_CASE("liveness: the supervisor kills a wedged child and starts a new one") {
+  Instance inst("--ctx 256 --iod-timeout 1500 --wedge-timeout 3");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  const int before = inst.pid_of("iod");
+  REQUIRE(before > 0);
+  ::kill(before, SIGSTOP);
+  // It stays stopped: only the supervisor's SIGKILL can end it.
+  CHECK_MESSAGE(eventually([&] { return inst.pid_of("iod") > 0 && inst.pid_of("iod") != before; }, 60),
+                inst.log("supervise"));
+  CHECK(::kill(before, 0) != 0);  // killed and reaped
+  CHECK_MESSAGE(inst.log("supervise").find("wedged") != std::string::npos, inst.log("supervise"));
+  std::ifstream f(inst.run_dir() + "/supervise.json");
+  const json st = json::parse(f, nullptr, false);
+  REQUIRE(!st.is_discarded());
+  for (const auto& c : st["children"])
+    if (c["name"] == "iod") CHECK(c["wedged"] == 1);
+  // Compute attaches to the new iod by itself, and generates.
+  CHECK(eventually([&] { return run_command(waste_bin() + " health --run-dir " + inst.run_dir()).status == 0; }, 30));
+  waste::client::Client c(inst.run_dir());
+  auto s = c.open_session();
+  waste::client::Request r;
+  r.text = "Hello";
+  r.max_tokens = 3;
+  CHECK(s->generate(r, [](int32_t, std::string_view) { return true; }).tokens == 3);
+}
+
+TEST_CASE("liveness: `waste down` stops a supervisor that is still starting") {
+  TempDir dir;
+  const std::string model = dir / "tiny.waste", run = dir / "run";
+  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  // An iod that never answers: the supervisor waits for its socket (up to ten minutes).
+  const std::string slow = dir / "slow-iod";
+  std::ofstream(slow) << "#!/bin/sh\nexec sleep 300\n";
+  ::chmod(slow.c_str(), 0700);
+  ChildProcess up({"python3", env_or("WASTE_SUPERVISE", "tools/waste-supervise"), "up", model, "--run-dir", run},
+                  {{"WASTE_IOD", slow}});
+  int iod = -1;
+  REQUIRE(up.wait_for([&] {
+    std::ifstream f(run + "/supervise.json");
+    const json st = json::parse(f, nullptr, false);
+    if (!st.is_discarded())
+      for (const auto& c : st["children"])
+        if (c["name"] == "iod" && c["pid"].is_number_integer()) iod = c["pid"].get<int>();
+    return iod > 0;
+  }, 30));
+  const auto t0 = Clock::now();
+  const auto down = run_command(Instance::supervise() + " down --run-dir " + run);
+  CHECK_MESSAGE(down.status == 0, down.output);
+  CHECK_MESSAGE(down.output.find("stopped") != std::string::npos, down.output);
+  CHECK(since(t0) < 20);
+  CHECK(up.wait_exit(30) == 1);
+  CHECK_MESSAGE(up.err().find("stopped while starting") != std::string::npos, up.err());
+  CHECK(eventually([&] { return ::kill(iod, 0) != 0; }, 10));  // its child is gone with it
+}
