@@ -70,11 +70,27 @@ def main(argv):
                 return 1
             reference[p] = text
 
+        def serve_killed(pid):
+            """Whether the waste-serve of `pid` is gone: the supervisor reaps a killed child
+            within its 0.2 s loop, so its pid leaves the state file at once after."""
+            deadline = time.time() + 3.0
+            while time.time() < deadline:
+                if not pid or inst.pids().get("serve") != pid:
+                    return True
+                time.sleep(0.05)  # polling the supervisor's state file
+            return False
+
         def client(i):
             r = random.Random(args.seed * 1000 + i)
             while not stop.is_set():
                 p = r.choice(PROMPTS)
+                serve_before = inst.pids().get("serve")
                 outcome, detail = stream(port, p, MAX_TOKENS, HANG_SECONDS)
+                # A stream cut without [DONE] is all a client can get when waste-serve itself
+                # is killed under it (nobody is left to send an error): a clear end then, a
+                # defect otherwise.
+                if outcome == "truncated" and serve_killed(serve_before):
+                    outcome, detail = "error", "stream cut: waste-serve was killed"
                 with lock:
                     counts["requests"] += 1
                     if outcome == "ok" and detail == reference[p]:

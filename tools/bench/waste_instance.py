@@ -55,7 +55,7 @@ class Instance:
 
     def __init__(self, preset="tiny-kimi-linear", up_args=(), synth_args=()):
         self.tmp = tempfile.mkdtemp(prefix="waste-bench-")
-        self.model = os.path.join(self.tmp, "model.waste")
+        self.model = os.path.join(self.tmp, "tiny.waste")  # requests say "model": "tiny"
         self.run_dir = os.path.join(self.tmp, "run")
         self.port = free_port()
         subprocess.run([waste_bin(), "synth", "--preset", preset, "--out", self.model, "--no-progress", *synth_args],

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "compute/constrain/json_schema.h"
 #include "shared/chat/render.h"
@@ -526,6 +528,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections-per-client", max_per_client,
                  "open connections per client IP address, queued or served (8; 0: no bound); one more gets a 503 "
                  "and is closed at once");
+  int64_t compute_wait_ms = 30'000;
+  app.add_option("--compute-wait", compute_wait_ms, "ms to wait at start for compute to answer before giving up (30000)")
+      ->check(CLI::Range(int64_t(0), int64_t(3'600'000)));
   app.add_option("--compute-timeout", cfg.compute_timeout_ms,
                  "ms compute may take to answer a call or a liveness ping before the request fails with 503 (10000)")
       ->check(CLI::Range(int64_t(1), int64_t(3'600'000)));
@@ -573,7 +578,22 @@ int main(int argc, char** argv) {
   }
   const int port = std::stoi(port_text);
   try {
-    waste::client::Client c(cfg.address, cfg.compute_timeout_ms);
+    // Compute may be restarting (a supervisor restarts each process on its own): wait for it
+    // up to --compute-wait instead of exiting at once into a restart loop.
+    std::unique_ptr<waste::client::Client> conn;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(compute_wait_ms);
+    for (bool said = false;;) {
+      try {
+        conn = std::make_unique<waste::client::Client>(cfg.address, cfg.compute_timeout_ms);
+        break;
+      } catch (const waste::Error& e) {
+        if (e.kind() != waste::ErrorKind::Unavailable || std::chrono::steady_clock::now() >= give_up) throw;
+        if (!said) spdlog::info("serve: waiting for compute at {} ({})", cfg.address, e.what());
+        said = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a retry interval, bounded by give_up
+      }
+    }
+    waste::client::Client& c = *conn;
     const auto info = c.info();
     const std::filesystem::path container = std::filesystem::path(info.model).filename();
     if (cfg.model_name.empty()) cfg.model_name = container.string();
