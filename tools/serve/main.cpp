@@ -719,12 +719,12 @@ int main(int argc, char** argv) {
     json body = {{"status", problem.empty() ? "ok" : "unavailable"}, {"model", cfg.model_name},
                  {"compute", compute}, {"iod", iod}, {"sessions", sessions}};
     if (!problem.empty()) {
-      // The whole reason goes to the log; the reply says which part is down, without paths.
-      spdlog::warn("serve: /health: {}", problem);
+      // The whole reason goes to the log under the request id; the reply says which part is
+      // down, without paths (error_json).
       r.status = 503;
       const waste::serve::ApiError err{503, problem, "server_error", "",
                                        compute["state"] == "ok" ? "iod_unavailable" : "compute_unavailable"};
-      body["error"] = waste::serve::error_body(err)["error"];
+      body["error"] = error_json(err)["error"];
     }
     r.set_content(body.dump(), "application/json");
   }));
