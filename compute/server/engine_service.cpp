@@ -201,8 +201,20 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     eo.in_process_cache_bytes = options_.in_process_cache_bytes;
     if (!options_.iod_socket.empty()) {
       expert_container_ = std::make_unique<Container>(Container::open(options_.model));
-      iod_ = std::make_unique<ReattachingExperts>(*expert_container_, options_.iod_socket, options_.iod_timeout_ms,
-                                                  iod_health_);
+      // iod may be restarting (a supervisor restarts each process on its own): wait for it up
+      // to --iod-wait rather than exiting into a restart loop.
+      const auto give_up = Clock::now() + std::chrono::milliseconds(options_.iod_wait_ms);
+      for (bool said = false; !iod_;) {
+        try {
+          iod_ = std::make_unique<ReattachingExperts>(*expert_container_, options_.iod_socket, options_.iod_timeout_ms,
+                                                      iod_health_);
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::Unavailable || Clock::now() >= give_up) throw;
+          if (!said) spdlog::info("compute: waiting for iod at {} ({})", options_.iod_socket, e.what());
+          said = true;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a retry interval, bounded by give_up
+        }
+      }
       eo.experts = iod_.get();
       budget_bytes_ = uint64_t(iod_->slot_count()) * iod_->slot_bytes();
       expert_path_ = "iod at " + options_.iod_socket + ", " + std::to_string(iod_->slot_count()) + " slots";

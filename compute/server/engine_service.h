@@ -64,6 +64,8 @@ struct ServiceOptions {
   // The deadline of every call to iod (--iod-timeout): a stopped or wedged iod fails the
   // requests that need it within this, instead of holding them.
   int64_t iod_timeout_ms = ipc::kDefaultCallTimeoutMs;
+  // How long compute waits at start for iod to answer (--iod-wait) before it gives up.
+  int64_t iod_wait_ms = 30'000;
   // An idle worker asks iod "are you there" this often, so that /health knows iod's state
   // (and compute reattaches to a restarted iod) without waiting for a request. 0: never.
   int idle_ping_ms = 1000;

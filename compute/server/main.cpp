@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--iod-timeout", so.iod_timeout_ms,
                  "ms a call to iod may wait for its answer before the requests that need it fail (10000)")
       ->check(CLI::Range(int64_t(1), int64_t(3'600'000)));
+  app.add_option("--iod-wait", so.iod_wait_ms, "ms to wait at start for iod to answer before giving up (30000)")
+      ->check(CLI::Range(int64_t(0), int64_t(3'600'000)));
   app.add_option("--tcp", tcp, "also listen on this TCP address (host:port); unauthenticated");
   app.add_option("--timeline", timeline_path,
                  "record a Chrome trace (phases per layer and expert) and write it here at shutdown; "

@@ -41,8 +41,8 @@ T wait_within(kj::Promise<T>&& promise, kj::WaitScope& ws, kj::Timer& timer, int
 // peer: "iod /run/x/iod.sock", "compute unix:/run/x/compute.sock". gone: when non-null, what to
 // say when the peer disconnected (e.g. "compute went away").
 // The peer's typed errors (rpc_error.h) keep their kind and field and are marked relayed; a
-// peer that went away or did not answer in time is Unavailable (param: "iod", "compute");
-// anything else is Internal.
+// connection that failed (refused, gone, no answer in time) is Unavailable (param: "iod",
+// "compute"); any other failure of the peer is Internal.
 template <typename F>
 auto rpc_call(const std::string& peer, const char* what, F&& f, const char* gone = nullptr) -> decltype(f()) {
   try {
@@ -50,15 +50,17 @@ auto rpc_call(const std::string& peer, const char* what, F&& f, const char* gone
   } catch (const kj::Exception& e) {
     std::string d = e.getDescription().cStr();
     const std::string prefix = "remote exception: ";
-    if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
+    const bool remote = d.rfind(prefix, 0) == 0;
+    if (remote) d = d.substr(prefix.size());
     DecodedError de = decode_error(d);
     if (de.typed) {
       Error err(peer + ": " + what + ": " + de.message, de.kind, de.param, de.message);
       throw err.set_relayed();
     }
-    if (e.getType() == kj::Exception::Type::DISCONNECTED) {
-      if (gone) d = std::string(gone) + " (" + d + ")";
-      // An Unavailable error's param names the process that is: the peer's first word.
+    // Not the peer's own failure: the connection's (refused, no socket, gone, no answer in
+    // time). An Unavailable error's param names the process: the peer's first word.
+    if (!remote || e.getType() == kj::Exception::Type::DISCONNECTED) {
+      if (gone && e.getType() == kj::Exception::Type::DISCONNECTED) d = std::string(gone) + " (" + d + ")";
       throw Error(peer + ": " + what + ": " + d, ErrorKind::Unavailable, peer.substr(0, peer.find(' ')));
     }
     throw Error(peer + ": " + what + ": " + d);

@@ -44,8 +44,9 @@ def main(argv):
     ap.add_argument("--faults", type=int, default=20, help="faults to inject (20)")
     ap.add_argument("--clients", type=int, default=4, help="concurrent streaming clients (4)")
     ap.add_argument("--seed", type=int, default=1, help="random seed of the fault schedule (1)")
-    ap.add_argument("--gap", type=float, default=1.0, help="mean seconds between faults (1.0)")
+    ap.add_argument("--gap", type=float, default=1.0, help="mean seconds from a recovered instance to the next fault (1.0)")
     ap.add_argument("--json", action="store_true", help="the report as one JSON object")
+    ap.add_argument("--keep", action="store_true", help="keep the run directory and logs even when all went well")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     problems = []
@@ -111,6 +112,11 @@ def main(argv):
         for t in threads:
             t.start()
         for n in range(args.faults):
+            # Each fault hits a running instance: first everything answers again (the supervisor
+            # restarted what the last fault killed), then a random moment while clients stream.
+            if not inst.wait_healthy(120):
+                problems.append("the instance did not answer /health within 120 s after fault %d" % n)
+                break
             time.sleep(rng.expovariate(1.0 / args.gap))  # the schedule: random moments
             victim = rng.choice(["iod", "compute", "serve"])
             how = rng.choice(["kill", "stop"])
@@ -171,7 +177,7 @@ def main(argv):
         print("chaos: restarts %s, wedged kills %s" % (restarts, wedged))
         for p in problems:
             print("chaos: PROBLEM: %s" % p)
-    if not problems:
+    if not problems and not args.keep:
         inst.remove()
     else:
         print("chaos: logs kept in %s" % run_dir)

@@ -235,18 +235,12 @@ struct Session::Impl {
 
 Client::Client(const std::string& where, int64_t timeout_ms) {
   const std::string a = engine_address(where);
-  try {
-    call(a, "connect", [&] {
-      impl_ = std::make_unique<Impl>(a, timeout_ms);
-      // EzRpcClient connects lazily: one round trip now so a missing compute fails here.
-      impl_->wait(impl_->engine.infoRequest().send());
-      return 0;
-    });
-  } catch (const Error& e) {
-    // Whatever stops a connection (no socket, refused, no answer) means compute is not there.
-    if (e.kind() == ErrorKind::Internal) throw Error(e.what(), ErrorKind::Unavailable, "compute");
-    throw;
-  }
+  call(a, "connect", [&] {
+    impl_ = std::make_unique<Impl>(a, timeout_ms);
+    // EzRpcClient connects lazily: one round trip now so a missing compute fails here.
+    impl_->wait(impl_->engine.infoRequest().send());
+    return 0;
+  });
 }
 
 Client::~Client() = default;

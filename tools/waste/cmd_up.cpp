@@ -207,10 +207,10 @@ void register_up_commands(CLI::App& app) {
                 st["uptime_seconds"].get<double>(), st["supervisor_pid"].get<int>());
     if (!st["http"].get<std::string>().empty()) std::printf("http    http://%s\n", st["http"].get<std::string>().c_str());
     for (const auto& c : st["children"])
-      std::printf("  %-8s pid %-8s %-8s up %6.0f s  restarts %d\n", c["name"].get<std::string>().c_str(),
+      std::printf("  %-8s pid %-8s %-8s up %6.0f s  restarts %d (wedged %d)\n", c["name"].get<std::string>().c_str(),
                   c["pid"].is_null() ? "-" : std::to_string(c["pid"].get<int>()).c_str(),
                   c["alive"].get<bool>() ? "running" : "DOWN", c["uptime_seconds"].get<double>(),
-                  c["restarts"].get<int>());
+                  c["restarts"].get<int>(), c.value("wedged", 0));
     const nlohmann::json h = instance_health(dir, 3000);
     std::printf("health  compute %s, iod %s\n", h["compute"]["state"].get<std::string>().c_str(),
                 h["iod"]["state"].get<std::string>().c_str());

@@ -13,7 +13,7 @@ using namespace waste;
 TEST_CASE("rpc_error: every kind and any param survive encode -> decode") {
   for (ErrorKind k : {ErrorKind::Internal, ErrorKind::InvalidRequest, ErrorKind::ContextLength, ErrorKind::Overloaded,
                       ErrorKind::Unavailable}) {
-    for (const std::string param : {std::string(), std::string("messages[0].content[1]"), std::string("a] b:c 12:x"), std::string(300, ']')}) {
+    for (const std::string& param : {std::string(), std::string("messages[0].content[1]"), std::string("a] b:c 12:x"), std::string(300, ']')}) {
       const std::string wire = ipc::encode_error(k, param, "the reason: [x] 3:y");
       const ipc::DecodedError d = ipc::decode_error(wire);
       CAPTURE(wire);
@@ -27,7 +27,7 @@ TEST_CASE("rpc_error: every kind and any param survive encode -> decode") {
 }
 
 TEST_CASE("rpc_error: a description without the prefix, or a broken one, is Internal with all its text") {
-  for (const std::string d : std::initializer_list<std::string>{"plain failure", "[waste-error", "[waste-error bogus 0:] x", "[waste-error internal 5:ab] x",
+  for (const std::string& d : std::initializer_list<std::string>{"plain failure", "[waste-error", "[waste-error bogus 0:] x", "[waste-error internal 5:ab] x",
                               "[waste-error overloaded x:] y", "[waste-error overloaded 99999999:] y", ""}) {
     const ipc::DecodedError e = ipc::decode_error(d);
     CAPTURE(d);
@@ -59,6 +59,15 @@ TEST_CASE("rpc_call: a peer's typed error keeps its kind, param and own message;
     CHECK(e.kind() == ErrorKind::Unavailable);
     CHECK(e.param() == "iod");
     CHECK_FALSE(e.relayed());
+  }
+  try {  // a local failure of the connection (no "remote exception:"): the peer is not there
+    ipc::rpc_call("compute unix:/x", "connect", []() -> int {
+      throw kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str("connect(): Connection refused"));
+    });
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Unavailable);
+    CHECK(e.param() == "compute");
   }
   try {
     ipc::rpc_call("iod /run/iod.sock", "fetch", remote("a bug"));
