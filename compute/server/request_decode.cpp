@@ -70,7 +70,7 @@ chat::ChatRequest chat_request_of(capnp::List<proto::ChatMessage>::Reader msgs, 
         msg.content.push_back(part.getImage() ? chat::ContentPart{chat::ContentPart::Kind::Image, "", {}}
                                               : chat::ContentPart{chat::ContentPart::Kind::Text, str(part.getText()), {}});
     } else if (m.getContent().size() > 0) {
-      msg.content.push_back({chat::ContentPart::Kind::Text, str(m.getContent())});
+      msg.content.push_back({chat::ContentPart::Kind::Text, str(m.getContent()), {}});
     }
     msg.name = str(m.getName());
     msg.reasoning = str(m.getReasoning());

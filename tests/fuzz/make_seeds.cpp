@@ -6,6 +6,7 @@
 // seed a few KB at most. Built with the tree (not installed, not a test); run by hand:
 //   build/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus      (WASTE_SHARED_DIR for the fixture)
 #include <capnp/message.h>
+#include <fcntl.h>
 #include <capnp/serialize.h>
 
 #include <cstdio>
