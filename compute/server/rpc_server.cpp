@@ -14,7 +14,6 @@
 #include "compute/server/request_decode.h"
 #include "proto/engine.capnp.h"
 #include "shared/chat/render.h"
-#include "shared/image/data_url.h"
 #include "shared/util/error.h"
 
 namespace waste::server {
