@@ -1,6 +1,7 @@
 // libFuzzer target: an untrusted stream of generated token ids through the reply parser, as
 // compute parses a model's reply by token id (a model may emit any id in any order). The first
-// byte chooses the chat format (none, Kimi, K3) and whether a K3 reply starts inside think; then
+// byte chooses the tokenizer family (bits 1-2), the chat format (its own, or none when bits 3-4
+// are set) and whether a K3 reply starts inside think (bit 0); then
 // each two bytes are one id of a real tokenizer's vocabulary (specials included).
 // Contract checked (shared/reply/reply_parser.h): push() and finish() never throw, and the
 // deltas concatenated field by field equal reply() after finish().
@@ -39,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const TokenizerFamily family = families[(data[0] >> 1) % 3];
   const waste::tok::Tokenizer& t = waste::fuzz::fuzz_tokenizer(family);
   waste::reply::ParserOptions o;
-  o.format = (data[0] >> 3) % 4 == 0 ? waste::tok::ChatFormat::None : t.config().chat_format;
+  // Bits 3-4 both set: no chat format (plain text); else the family's own.
+  o.format = ((data[0] >> 3) & 3) == 3 ? waste::tok::ChatFormat::None : t.config().chat_format;
   o.thinking = data[0] & 1;
   waste::reply::ReplyParser p(t, o);
   Concatenated all;
