@@ -84,8 +84,9 @@ status=0
 printf '%-18s %12s %8s %8s\n' target executions cov crashes
 for t in "${targets[@]}"; do
   dir=$work/$t
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | cut -d' ' -f2)
+  # A run that died at its first input has no stats and no cov: line (hence the || true).
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1 | cut -d' ' -f2 || true)
   found=$(find "$dir/findings" -type f | wc -l)
   rc=$(cat "$dir/rc")
   if [ "$rc" -ne 0 ] && [ "$found" -eq 0 ]; then found="rc=$rc"; fi  # died without leaving an input
