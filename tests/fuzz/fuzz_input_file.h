@@ -13,14 +13,16 @@
 
 namespace waste::fuzz {
 
+// Never destroyed (a pointer kept in a static, so no leak either): the atexit handler that
+// removes the file runs after the destructors of statics constructed before it was registered.
 inline const std::string& input_file_path() {
-  static const std::string path = [] {
+  static const std::string* path = [] {
     const char* tmp = std::getenv("TMPDIR");
-    std::string p = std::string(tmp && *tmp ? tmp : "/tmp") + "/waste-fuzz-input-" + std::to_string(::getpid());
+    auto* p = new std::string(std::string(tmp && *tmp ? tmp : "/tmp") + "/waste-fuzz-input-" + std::to_string(::getpid()));
     std::atexit([] { ::unlink(input_file_path().c_str()); });
     return p;
   }();
-  return path;
+  return *path;
 }
 
 // Writes the bytes to input_file_path() (replacing what was there) and returns the path.
