@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "iod/request_check.h"
 #include "proto/expert_store.capnp.h"
 #include "shared/util/error.h"
 
@@ -41,22 +42,6 @@ double process_cpu_seconds() {
   if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
   auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
   return secs(u.ru_utime) + secs(u.ru_stime);
-}
-
-template <typename Reader>
-std::vector<ipc::SlotHandle> handles_of(Reader list) {
-  std::vector<ipc::SlotHandle> out;
-  out.reserve(list.size());
-  for (auto h : list) out.push_back({h.getSlot(), h.getGeneration()});
-  return out;
-}
-
-template <typename Reader>
-std::vector<uint32_t> experts_of(Reader list) {
-  std::vector<uint32_t> out;
-  out.reserve(list.size());
-  for (uint32_t x : list) out.push_back(x);
-  return out;
 }
 
 // Demand fetches that found every slot pinned or loading wait here (FIFO) until the store says

@@ -62,7 +62,7 @@ uint64_t largest_record(const Container& c) {
 }  // namespace
 
 Store::Store(const Container& container, const std::string& segment_name, uint64_t instance_id, const StoreOptions& o)
-    : container_(container), geometry_(geometry_of(container)), queue_(o.slots), options_(o) {
+    : container_(container), served_(ServedExperts::of(container)), geometry_(geometry_of(container)), queue_(o.slots), options_(o) {
   require(o.slots > 0, "iod: the cache needs at least one slot");
   try {
     open_banks_and_start(segment_name, instance_id);
@@ -177,13 +177,7 @@ cache::UsageCounts Store::usage_snapshot(bool* changed) {
   return usage_;
 }
 
-void Store::check_key(uint32_t layer, uint32_t expert) const {
-  const ExpertLayerInfo* l = container_.expert_layer(int(layer));
-  require(layer <= 1u << 20 && l != nullptr,
-          "layer " + std::to_string(layer) + " is not a MoE layer of " + container_.dir());
-  require(expert < l->expert_count, "layer " + std::to_string(layer) + ": expert " + std::to_string(expert) +
-                                        " out of range (" + std::to_string(l->expert_count) + " experts)");
-}
+void Store::check_key(uint32_t layer, uint32_t expert) const { check_expert_key(served_, layer, expert); }
 
 uint64_t Store::open_connection() {
   std::lock_guard lock(mu_);
@@ -431,8 +425,7 @@ void Store::release(uint64_t conn, std::span<const ipc::SlotHandle> handles) {
   std::lock_guard lock(mu_);
   Connection& c = connections_.at(conn);
   for (const auto& h : handles) {
-    require(h.slot < cache_->slots(), "release: slot " + std::to_string(h.slot) + " out of range (" +
-                                          std::to_string(cache_->slots()) + " slots)");
+    check_release_slot(h, cache_->slots());
     unpin_locked(c, h);
   }
 }

@@ -22,6 +22,7 @@
 #include "iod/io/read_faults.h"
 #include "iod/io/read_queue.h"
 #include "iod/latency_histogram.h"
+#include "iod/request_check.h"
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/shm_segment.h"
@@ -118,6 +119,7 @@ class Store {
   void trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<const uint32_t> experts);
 
   const Container& container_;
+  ServedExperts served_;  // what keys may name (request_check.h)
   cache::CacheGeometry geometry_;
   std::vector<int> bank_fd_;            // per geometry position
   std::vector<uint32_t> record_bytes_;  // per geometry position

@@ -173,8 +173,9 @@ SessionFileContents read_session_file(const std::string& path, const Model& mode
               ", this one has " + std::to_string(c.n_layers) + " and " + std::to_string(c.vocab));
   require(h.file_bytes == size, what + ": " + std::to_string(size) + " bytes, the header says " + std::to_string(h.file_bytes) +
                                     " (truncated or appended to)");
-  // Room for what the file holds (and its pending token) plus one more token.
-  require(h.position >= 0 && h.position + (h.unfed >= 0 ? 1 : 0) < max_ctx,
+  // Room for what the file holds (and its pending token) plus one more token. Compared without
+  // adding to the file's position, which may be anything up to INT64_MAX (signed overflow).
+  require(h.position >= 0 && h.position < max_ctx - (h.unfed >= 0 ? 1 : 0),
           what + ": holds " + std::to_string(h.position) + " tokens, more than fit the session's context of " +
               std::to_string(max_ctx) + " (open the session with a larger context)");
   require(h.unfed >= -1 && h.unfed < c.vocab, what + ": the pending token " + std::to_string(h.unfed) + " is outside the vocabulary");

@@ -1,0 +1,45 @@
+#include "iod/request_check.h"
+
+#include <algorithm>
+
+#include "shared/container/reader.h"
+#include "shared/util/error.h"
+
+namespace waste::iod {
+
+std::vector<uint32_t> experts_of(capnp::List<uint32_t>::Reader list) {
+  std::vector<uint32_t> out;
+  out.reserve(list.size());
+  for (uint32_t x : list) out.push_back(x);
+  return out;
+}
+
+std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader list) {
+  std::vector<ipc::SlotHandle> out;
+  out.reserve(list.size());
+  for (auto h : list) out.push_back({h.getSlot(), h.getGeneration()});
+  return out;
+}
+
+ServedExperts ServedExperts::of(const Container& c) {
+  ServedExperts s;
+  s.source = c.dir();
+  s.expert_count.assign(size_t(std::max(0, c.config().n_layers)), 0);
+  for (const ExpertLayerInfo& l : c.expert_layers())
+    if (l.layer >= 0 && size_t(l.layer) < s.expert_count.size()) s.expert_count[size_t(l.layer)] = l.expert_count;
+  return s;
+}
+
+void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expert) {
+  const bool moe = layer < served.expert_count.size() && served.expert_count[layer] > 0;
+  require(layer <= 1u << 20 && moe, "layer " + std::to_string(layer) + " is not a MoE layer of " + served.source);
+  require(expert < served.expert_count[layer], "layer " + std::to_string(layer) + ": expert " + std::to_string(expert) +
+                                                   " out of range (" + std::to_string(served.expert_count[layer]) +
+                                                   " experts)");
+}
+
+void check_release_slot(const ipc::SlotHandle& h, uint32_t slots) {
+  require(h.slot < slots, "release: slot " + std::to_string(h.slot) + " out of range (" + std::to_string(slots) + " slots)");
+}
+
+}  // namespace waste::iod

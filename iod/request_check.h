@@ -1,0 +1,35 @@
+// The parts of an ExpertStore request (proto/expert_store.capnp) that come from the peer: the
+// lists read out of its Cap'n Proto message, and the checks of every key and handle against what
+// this iod serves. Kept apart from the RPC server and the store so the fuzzer
+// (tests/fuzz/fuzz_expert_store_rpc.cpp) drives exactly the code a peer's message reaches.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/expert_store.capnp.h"
+#include "shared/ipc/expert_store_client.h"
+
+namespace waste {
+class Container;
+}
+
+namespace waste::iod {
+
+// The experts of a fetch or prefetch, and the handles of a fetch's releases or a release, as sent.
+std::vector<uint32_t> experts_of(capnp::List<uint32_t>::Reader list);
+std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader list);
+
+// What a key may name: per decoder layer its routed expert count (0 for a dense layer).
+struct ServedExperts {
+  std::string source;                   // the container's directory, named in errors
+  std::vector<uint32_t> expert_count;  // indexed by decoder layer
+  static ServedExperts of(const Container& c);
+};
+
+// Throws Error unless `layer` is a MoE layer served and `expert` one of its experts.
+void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expert);
+// Throws Error unless the handle names one of the cache's `slots` slots.
+void check_release_slot(const ipc::SlotHandle& h, uint32_t slots);
+
+}  // namespace waste::iod
