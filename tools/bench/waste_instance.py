@@ -122,11 +122,12 @@ def complete(port, prompt, max_tokens, timeout=60.0):
         c.close()
 
 
-def stream(port, prompt, max_tokens, timeout=60.0):
+def stream(port, prompt, max_tokens, timeout=60.0, source="127.0.0.1"):
     """A streamed /v1/completions: ("ok", text) | ("error", why) | ("hung", why) | ("truncated", why).
-    A refused or reset connection is an error (waste-serve itself was down): clear to a client."""
+    A refused or reset connection is an error (waste-serve itself was down): clear to a client.
+    source: the client's loopback address (127.0.0.0/8; waste-serve bounds connections per address)."""
     t0 = time.time()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
     text = ""
     try:
         c.request("POST", "/v1/completions", completion_body(prompt, max_tokens, True),
