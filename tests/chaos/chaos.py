@@ -18,6 +18,7 @@ Python 3 standard library only.
 import argparse
 import os
 import random
+import re
 import signal
 import json
 import sys
@@ -32,9 +33,12 @@ MAX_TOKENS = 24
 HANG_SECONDS = 60.0  # a request with no end after this long is hung (the deadlines are ~1.5 s)
 
 
-def shm_segments():
+def instance_segments(run_dir):
+    """The shared-memory segments this instance's iods said they serve (iod.log): other
+    instances on the machine have segments of their own."""
     try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith("waste-iod-")}
+        with open(os.path.join(run_dir, "iod.log"), errors="replace") as f:
+            return set(re.findall(r"\(segment (waste-iod-[0-9a-f]+-[0-9a-f]+)\)", f.read()))
     except OSError:
         return set()
 
@@ -50,7 +54,6 @@ def main(argv):
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     problems = []
-    before_shm = shm_segments()
     # Short deadlines, so a stopped process costs a request ~1.5 s; a child silent for 15 s is
     # killed by the supervisor (a SIGSTOP here lasts at most 3 s: that should not happen).
     inst = Instance(up_args=["--budget", "512M", "--ctx", "256", "--iod-timeout", "1500", "--compute-timeout", "1500",
@@ -161,7 +164,10 @@ def main(argv):
     for sock in ("iod.sock", "compute.sock"):
         if os.path.exists(os.path.join(run_dir, sock)):
             problems.append("%s is left in the run directory" % sock)
-    left = shm_segments() - before_shm
+    used = instance_segments(run_dir)
+    if not used:
+        problems.append("iod.log names no segment: cannot check that none is left")
+    left = {n for n in used if os.path.exists(os.path.join("/dev/shm", n))}
     if left:
         problems.append("shared-memory segments left: %s" % ", ".join(sorted(left)))
     if counts["completed"] == 0:
