@@ -50,13 +50,14 @@ case "$sanitize" in
   "") ;;
   address,undefined|undefined,address)
     BUILD=$BUILD-asan
-    # debugoptimized: -O2 -g keeps the suite's run time near release while reports get file:line
-    # (asserts stay on, which is intended: an assert is a finding too). b_lundef=false because
-    # the sanitizer runtimes resolve symbols at load time, which -Wl,--no-undefined rejects for
-    # shared libraries. -fno-sanitize-recover: UBSan otherwise prints and carries on, and the
-    # test would pass.
-    setup_args=(-Db_sanitize=address,undefined -Dbuildtype=debugoptimized -Db_lundef=false
-                -Dcpp_args=-fno-sanitize-recover=undefined)
+    # -O1 -g1 (line tables only): the sanitizers' recommended level, reports still get
+    # file:line, and the build is much cheaper than -O2 -g (heavy on capnp/json templates); it
+    # is part of CI's time. Not a release buildtype, so asserts stay on (an assert is a finding
+    # too). b_lundef=false because the sanitizer runtimes resolve symbols at load time, which
+    # -Wl,--no-undefined rejects for shared libraries. -fno-sanitize-recover: UBSan otherwise
+    # prints and carries on, and the test would pass.
+    setup_args=(-Db_sanitize=address,undefined -Dbuildtype=debugoptimized -Doptimization=1 -Ddebug=false
+                "-Dcpp_args=-g1 -fno-sanitize-recover=undefined" -Db_lundef=false)
     # ASan costs ~2-3x CPU and the integration tests run many processes: 3x their timeouts.
     test_args=(--timeout-multiplier 3)
     # halt_on_error + abort_on_error: the first report ends the process (and fails the test)
@@ -70,7 +71,9 @@ case "$sanitize" in
     ;;
   thread)
     BUILD=$BUILD-tsan
-    setup_args=(-Db_sanitize=thread -Dbuildtype=debugoptimized -Db_lundef=false)
+    # Same optimization level and reasoning as the ASan build.
+    setup_args=(-Db_sanitize=thread -Dbuildtype=debugoptimized -Doptimization=1 -Ddebug=false
+                -Dcpp_args=-g1 -Db_lundef=false)
     # TSan costs 5-15x CPU and memory; the multiplier keeps the timeouts meaningful.
     test_args=(--timeout-multiplier 6)
     san_env=(
