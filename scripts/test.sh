@@ -20,7 +20,7 @@ exit status is the suite's.
                                 integration), see TSAN_TESTS in this script
   meson test args               passed on, e.g. test names (unit-iod integration-serve),
                                 --timeout-multiplier N (overrides the sanitizer's default),
-                                --repeat N, --list
+                                --repeat N, --list, --no-rebuild (no build either)
 
 Under a sanitizer any report fails the test it happened in, also a report of a child process
 (waste-iod, waste-compute, waste-serve, waste): every process writes its reports to
@@ -86,7 +86,9 @@ esac
 if [ ! -f "$BUILD/build.ninja" ]; then
   meson setup "$BUILD" "${setup_args[@]}"
 fi
-ninja -C "$BUILD"
+# meson test's --no-rebuild skips the build here too (run what is built, e.g. a few tests while
+# the rest of a slow sanitizer build is not done).
+case " $* " in *" --no-rebuild "*) ;; *) ninja -C "$BUILD" ;; esac
 
 if [ -n "$sanitize" ]; then
   export "${san_env[@]}"
