@@ -97,7 +97,8 @@ if [ -n "$sanitize" ]; then
   export WASTE_SANITIZER_LOG_DIR=$PWD/$BUILD/sanitizer-logs
   rm -rf "$WASTE_SANITIZER_LOG_DIR"
   mkdir -p "$WASTE_SANITIZER_LOG_DIR"
-  test_args+=(--wrapper "$PWD/scripts/sanitizers/wrap")
+  # --logbase: with a wrapper meson would name its log testlog-wrap.json; the summary reads testlog.
+  test_args+=(--wrapper "$PWD/scripts/sanitizers/wrap" --logbase testlog)
   # TSan: the suites with threads of their own and processes talking to each other (the rest is
   # single-threaded kernels, which TSan only slows down). Test names given on the command line win.
   TSAN_TESTS=(unit-util unit-iod unit-engine unit-cache unit-model unit-session unit-batch unit-kernels
