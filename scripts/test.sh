@@ -90,6 +90,7 @@ fi
 # the rest of a slow sanitizer build is not done).
 case " $* " in *" --no-rebuild "*) ;; *) ninja -C "$BUILD" ;; esac
 
+testlog=testlog.json
 if [ -n "$sanitize" ]; then
   export "${san_env[@]}"
   # Per-test report directories (the wrapper makes them); emptied so that an old run's reports
@@ -97,8 +98,9 @@ if [ -n "$sanitize" ]; then
   export WASTE_SANITIZER_LOG_DIR=$PWD/$BUILD/sanitizer-logs
   rm -rf "$WASTE_SANITIZER_LOG_DIR"
   mkdir -p "$WASTE_SANITIZER_LOG_DIR"
-  # --logbase: with a wrapper meson would name its log testlog-wrap.json; the summary reads testlog.
-  test_args+=(--wrapper "$PWD/scripts/sanitizers/wrap" --logbase testlog)
+  test_args+=(--wrapper "$PWD/scripts/sanitizers/wrap")
+  # With a wrapper meson names its log after it (always, whatever --logbase says).
+  testlog=testlog-wrap.json
   # TSan: the suites with threads of their own and processes talking to each other (the rest is
   # single-threaded kernels, which TSan only slows down). Test names given on the command line win.
   TSAN_TESTS=(unit-util unit-iod unit-engine unit-cache unit-model unit-session unit-batch unit-kernels
@@ -125,7 +127,7 @@ meson test -C "$BUILD" --print-errorlogs --num-processes 2 "${test_args[@]}" "$@
 status=$?
 set -e
 # One plain summary line ("N passed, N failed") from meson's JSON log, for people and CI.
-python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
+python3 - "$BUILD/meson-logs/$testlog" <<'PY'
 import json, sys
 passed = failed = skipped = 0
 for line in open(sys.argv[1]):
