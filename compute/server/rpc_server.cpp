@@ -3,6 +3,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -379,10 +380,20 @@ class SessionImpl final : public proto::Session::Server {
       PumpRegistry* pumps = &st_.pumps;
       cb.token = [exec, pumps, key](TokenEvent ev) {
         try {
+          // The RPC thread moves `ev` out of this (the worker's) frame while the worker waits in
+          // executeSync. kj orders the two with its own futex mutex, which ThreadSanitizer cannot
+          // see, so it reported the move and ev's destructor here as a data race. The atomic's
+          // release/acquire pairs state the same order in a form TSan understands (two atomic
+          // operations per token; the real ordering is kj's either way).
+          std::atomic<int> handoff{0};
+          handoff.store(1, std::memory_order_release);
           exec->executeSync([&] {
+            (void)handoff.load(std::memory_order_acquire);
             auto it = pumps->find(key);
             if (it != pumps->end()) it->second->push(std::move(ev));
+            handoff.store(2, std::memory_order_release);
           });
+          (void)handoff.load(std::memory_order_acquire);
         } catch (...) {
           // The RPC thread is gone (shutting down): nobody to deliver to.
         }

@@ -12,6 +12,7 @@
 
 #include "tests/integration/child_process.h"
 #include "tests/integration/test_engine_instance.h"
+#include "tests/sanitizer.h"
 #include "tools/libwaste/engine_client.h"
 
 using namespace waste;
@@ -291,7 +292,14 @@ TEST_CASE("prompt cache: filled far past its budget, the oldest go, the bytes st
   // Inserted: n checkpoints, about 8x the budget; held: at most the budget. The heap may grow by
   // the budget (the cache filling up) and allocator slack, never by what was inserted.
   CHECK(double(n) * per > 6.0 * double(budget));
-  CHECK(rss1 < rss0 + budget + (16ull << 20));
+  if (!sanitizer::active) {
+    CHECK(rss1 < rss0 + budget + (16ull << 20));
+  } else {
+    // ASan holds freed blocks back in its quarantine (256 MiB by default: the evicted
+    // checkpoints) and both ASan and TSan add shadow pages to RssAnon, so the heap's size says
+    // nothing about the cache's bound here; the cache's own byte count above still does.
+    MESSAGE("RssAnon bound not checked under ", sanitizer::name, " (quarantine and shadow memory)");
+  }
   // The newest prompt is still a checkpoint, the oldest is gone.
   CHECK(ask(n - 1)["prompt_tokens_details"]["cached_tokens"].get<int64_t>() == ask(n - 1)["prompt_tokens"].get<int64_t>());
   CHECK(ask(0)["prompt_tokens_details"]["cached_tokens"].get<int64_t>() == 0);
