@@ -124,7 +124,9 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
   ModelConfig c;
   const json* text = &root;
   std::string where = source;
-  std::string model_type = root.value("model_type", "");
+  // Through a Reader like every other field: json::value() throws the library's type_error (not
+  // an Error naming the field) for a model_type that is not a string.
+  const std::string model_type = Reader{root, source}.get_or<std::string>("model_type", "");
   if (root.contains("text_config") && root["text_config"].is_object()) {
     text = &root["text_config"];
     where = source + " (text_config)";
