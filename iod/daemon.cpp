@@ -166,7 +166,7 @@ int run_daemon(const DaemonOptions& o) {
   }
   Store store(container, ipc::segment_name(instance, container.container_id()), instance, so);
   UsageWriter usage(store, container, o.usage);
-  if (!o.trace.empty()) store.trace_start(o.trace);
+  if (!o.trace.empty()) store.trace_start(std::filesystem::absolute(o.trace).string());
   if (o.prewarm) {
     uint32_t n = store.prewarm(hot.hottest);
     if (n) spdlog::info("iod: pre-warming {} records from the usage file", n);

@@ -472,13 +472,25 @@ void Store::trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<
   j["experts"] = std::vector<uint32_t>(experts.begin(), experts.end());
   // Flushed per line: the trace survives a crash of the daemon, and a reader sees each request
   // as soon as iod has taken it (one small write per request, only while tracing).
-  *trace_ << j.dump() << '\n' << std::flush;
+  const std::string line = j.dump() + '\n';
+  std::fwrite(line.data(), 1, line.size(), trace_.get());
+  std::fflush(trace_.get());
   ++trace_requests_;
 }
 
 void Store::trace_start(const std::string& path) {
-  auto f = std::make_unique<std::ofstream>(path, std::ios::out | std::ios::trunc);
-  require(f->good(), "traceStart: cannot write " + path);
+  require_request(!path.empty() && path[0] == '/', "traceStart: " + path + ": give an absolute path", "path");
+  require_request(path.find('\0') == std::string::npos, "traceStart: the path holds a NUL byte", "path");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw Error("traceStart: cannot create " + path + ": " + std::strerror(errno) +
+                    (errno == EEXIST ? " (the trace is always a new file: remove it or name another)" : ""),
+                ErrorKind::InvalidRequest, "path");
+  std::unique_ptr<std::FILE, CloseFile> f(::fdopen(fd, "w"));
+  if (!f) {
+    ::close(fd);
+    throw Error("traceStart: fdopen " + path + ": " + std::strerror(errno));
+  }
   std::lock_guard lock(mu_);
   trace_ = std::move(f);
   trace_requests_ = 0;
@@ -489,7 +501,7 @@ void Store::trace_start(const std::string& path) {
 uint64_t Store::trace_stop() {
   std::lock_guard lock(mu_);
   uint64_t n = trace_requests_;
-  if (trace_) trace_->flush();
+  if (trace_) std::fflush(trace_.get());
   trace_.reset();
   return n;
 }

@@ -6,7 +6,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
-#include <fstream>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -84,6 +84,9 @@ class Store {
   uint32_t prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts);
   void release(uint64_t conn, std::span<const ipc::SlotHandle> handles);
   StoreStats stats() const;
+  // Writes one JSON line per request to `path`, a new file (absolute; created 0600, never an
+  // existing file or a symlink: the path may come from a peer, which must not get iod to
+  // overwrite or append to a file of its choosing).
   void trace_start(const std::string& path);
   uint64_t trace_stop();
   // Queues the usage file's hottest records (lowest priority); returns how many.
@@ -148,7 +151,10 @@ class Store {
   std::chrono::steady_clock::time_point busy_since_;
   double busy_seconds_ = 0;
   LatencyHistogram latency_;
-  std::unique_ptr<std::ofstream> trace_;
+  struct CloseFile {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, CloseFile> trace_;
   uint64_t trace_requests_ = 0;
   std::chrono::steady_clock::time_point trace_t0_;
   bool stopped_ = false;

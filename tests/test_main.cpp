@@ -5,9 +5,19 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "tests/skip.h"
+#include "tests/teardown.h"
 
 namespace waste::test {
 
@@ -21,9 +31,65 @@ void skip_part(const std::string& why) {
   std::fprintf(stderr, "SKIPPED PART: %s\n", why.c_str());
 }
 
+namespace {
+
+std::mutex teardown_mu;
+std::map<uint64_t, std::function<void()>>& teardowns() {
+  static std::map<uint64_t, std::function<void()>> t;
+  return t;
+}
+uint64_t next_teardown = 1;
+int signal_pipe[2] = {-1, -1};
+
+// Async-signal-safe: only the write. The watcher thread does the rest.
+extern "C" void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = ::write(signal_pipe[1], &b, 1);
+}
+
+// A handler rather than a blocked mask and sigwait: a mask is inherited by every child the
+// tests start (the supervisor could then never be stopped), a handler is reset by exec.
+void watch_stop_signals() {
+  if (::pipe2(signal_pipe, O_CLOEXEC) != 0) return;
+  std::thread([] {
+    unsigned char sig = 0;
+    while (::read(signal_pipe[0], &sig, 1) != 1)
+      if (errno != EINTR) return;
+    std::map<uint64_t, std::function<void()>> undo;
+    {
+      std::lock_guard lk(teardown_mu);
+      undo.swap(teardowns());
+    }
+    std::fprintf(stderr, "\ninterrupted by signal %d: undoing %zu outside resource(s) first\n", int(sig), undo.size());
+    for (auto& [id, f] : undo) f();
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    ::_exit(128 + sig);
+  }).detach();
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  ::sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
+
+uint64_t register_teardown(std::function<void()> undo) {
+  std::lock_guard lk(teardown_mu);
+  const uint64_t id = next_teardown++;
+  teardowns()[id] = std::move(undo);
+  return id;
+}
+
+void unregister_teardown(uint64_t handle) {
+  std::lock_guard lk(teardown_mu);
+  teardowns().erase(handle);
+}
+
 }  // namespace waste::test
 
 int main(int argc, char** argv) {
+  waste::test::watch_stop_signals();
   doctest::Context ctx(argc, argv);
   const int failed = ctx.run();
   if (failed != 0 || ctx.shouldExit()) return failed;

@@ -228,6 +228,11 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
         options_.prompt_cache_bytes ? *options_.prompt_cache_bytes
                                     : plan::default_prompt_cache_bytes(config_, uint64_t(options_.context)));
     trunk_bytes_ = engine_->trunk_resident_bytes();
+    if (!options_.step_gate.empty())
+      step_gate_ = std::make_unique<StepGate>(options_.step_gate, [this] {
+        { std::lock_guard lk(mu_); }  // a wake-up between the worker's check and its wait is not lost
+        wake_.notify_all();
+      });
     if (!options_.test_reply.empty()) {
       require(engine_->has_tokenizer(), "WASTE_COMPUTE_TEST_REPLY needs a model with a tokenizer");
       test_reply_ids_ = engine_->tokenizer().encode_markup(options_.test_reply);
@@ -245,8 +250,14 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     std::deque<std::function<void()>> control;
     {
       std::unique_lock lk(mu_);
-      auto has_work = [&] { return stopping_ || !incoming_.empty() || !control_.empty(); };
-      if (jobs.empty() || gate > 0) {
+      // The step gate (a test hook) holds the steps; a cancel still ends its request then.
+      auto gate_holds = [&] { return step_gate_ && !step_gate_->open(); };
+      auto any_cancelled = [&] { return std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->cancel->load(); }); };
+      auto has_work = [&] {
+        return stopping_ || !incoming_.empty() || !control_.empty() ||
+               (!jobs.empty() && gate == 0 && (!gate_holds() || any_cancelled()));
+      };
+      if (jobs.empty() || gate > 0 || gate_holds()) {
         // Idle: wake now and then to ask iod whether it is there (ping_iod_if_idle).
         if (iod_ && options_.idle_ping_ms > 0) {
           if (!wake_.wait_for(lk, std::chrono::milliseconds(options_.idle_ping_ms), has_work)) {
@@ -273,11 +284,15 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     }
     busy_since_ns_.store(steady_ns(), std::memory_order_relaxed);
     for (auto& f : control) f();  // session control runs while the gate holds the steps
-    if (gate == 0) run_round(jobs);
+    if (gate == 0 && !jobs.empty()) {
+      if (!step_gate_ || step_gate_->take())
+        run_round(jobs);
+      else
+        end_cancelled(jobs);
+    }
     busy_since_ns_.store(0, std::memory_order_relaxed);
-    if (options_.step_delay_ms > 0 && !jobs.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(options_.step_delay_ms));
   }
+  step_gate_.reset();  // its reader thread wakes this worker: gone before the worker is
   for (auto& j : jobs) finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
   {
     std::lock_guard lk(mu_);
@@ -452,15 +467,25 @@ void EngineService::failed_with(Job& j, const std::exception& e) {
   fail(j, e.what(), kind_of(e), w ? w->param() : "");
 }
 
+bool EngineService::end_if_cancelled(Job& j) {
+  if (!j.cancel->load()) return false;
+  j.out.stop_reason = "cancelled";
+  finish(j, "");
+  return true;
+}
+
+void EngineService::end_cancelled(std::vector<std::shared_ptr<Job>>& jobs) {
+  std::erase_if(jobs, [&](const std::shared_ptr<Job>& j) {
+    if (j.get() == resume_ && j->cancel->load()) resume_ = nullptr;
+    return end_if_cancelled(*j);
+  });
+}
+
 EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& item) {
   SessionState& s = *j.s;
   const tok::Tokenizer* tk = engine_->has_tokenizer() ? &engine_->tokenizer() : nullptr;
   try {
-    if (j.cancel->load()) {
-      j.out.stop_reason = "cancelled";
-      finish(j, "");
-      return Plan::Ended;
-    }
+    if (end_if_cancelled(j)) return Plan::Ended;
     if (!j.vision_error.empty()) {
       finish(j, j.vision_error);  // the session was never touched: nothing to reset
       return Plan::Ended;
@@ -791,33 +816,36 @@ void EngineService::check_admission_locked(const SessionState& s) const {
 }
 
 void EngineService::cancel(uint64_t session) {
-  std::lock_guard lk(mu_);
-  auto s = find(session);
-  if (s->cancel) s->cancel->store(true);
-}
-
-void EngineService::reset(uint64_t session, std::function<void(std::string)> done) {
   {
     std::lock_guard lk(mu_);
     auto s = find(session);
-    require(!s->busy, "reset: session " + std::to_string(session) + " is generating (cancel it first)");
+    if (s->cancel) s->cancel->store(true);
+  }
+  wake_.notify_all();  // a worker held by the step gate ends the request now
+}
+
+void EngineService::reset(uint64_t session, std::function<void(std::exception_ptr)> done) {
+  {
+    std::lock_guard lk(mu_);
+    auto s = find(session);
+    require_request(!s->busy, "reset: session " + std::to_string(session) + " is generating (cancel it first)");
     control_.push_back([this, s, done] {
       s->forget();
       {
         std::lock_guard lk2(mu_);
         s->position = 0;
       }
-      done("");
+      done(nullptr);
     });
   }
   wake_.notify_all();
 }
 
-void EngineService::save(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done) {
+void EngineService::save(uint64_t session, const std::string& path, std::function<void(std::exception_ptr, FileResult)> done) {
   {
     std::lock_guard lk(mu_);
     auto s = find(session);
-    require(!s->busy, "save: session " + std::to_string(session) + " is generating");
+    require_request(!s->busy, "save: session " + std::to_string(session) + " is generating");
     control_.push_back([this, s, path, done] {
       try {
         const Clock::time_point t0 = Clock::now();
@@ -826,20 +854,20 @@ void EngineService::save(uint64_t session, const std::string& path, std::functio
         r.bytes = write_session_file(path, engine_->model(), engine_->container().container_id(), *s->model, s->fed, s->unfed);
         r.tokens = s->fed.size() + (s->unfed ? 1 : 0);
         r.seconds = seconds_between(t0, Clock::now());
-        done("", r);
-      } catch (const std::exception& e) {
-        done(e.what(), {});
+        done(nullptr, r);
+      } catch (...) {
+        done(std::current_exception(), {});
       }
     });
   }
   wake_.notify_all();
 }
 
-void EngineService::load(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done) {
+void EngineService::load(uint64_t session, const std::string& path, std::function<void(std::exception_ptr, FileResult)> done) {
   {
     std::lock_guard lk(mu_);
     auto s = find(session);
-    require(!s->busy, "load: session " + std::to_string(session) + " is generating");
+    require_request(!s->busy, "load: session " + std::to_string(session) + " is generating");
     control_.push_back([this, s, path, done] {
       try {
         const Clock::time_point t0 = Clock::now();
@@ -856,9 +884,9 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
           s->position = int64_t(r.tokens);
         }
         r.seconds = seconds_between(t0, Clock::now());
-        done("", r);
-      } catch (const std::exception& e) {
-        done(e.what(), {});
+        done(nullptr, r);
+      } catch (...) {
+        done(std::current_exception(), {});
       }
     });
   }
@@ -866,7 +894,7 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
 }
 
 void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwise,
-                         std::function<void(std::string, std::vector<float>)> done, PromptImages images,
+                         std::function<void(std::exception_ptr, std::vector<float>)> done, PromptImages images,
                          std::vector<float> pad_rows) {
   require(!ids.empty(), "eval: no tokens");
   require(images.runs.size() == images.images.size(), "eval: image runs and images differ in number");
@@ -897,12 +925,12 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
       {
         std::lock_guard lk2(mu_);
         if (s->closed) {
-          done("eval: session " + std::to_string(s->id) + " is closed", {});
+          done(std::make_exception_ptr(Error("eval: session " + std::to_string(s->id) + " is closed")), {});
           return;
         }
       }
       std::vector<float> logits;
-      std::string error;
+      std::exception_ptr failure;
       const ExpertSourceStats before = engine_->experts().stats();
       try {
         // A state of its own, as `waste eval`: the session's conversation is not touched.
@@ -915,7 +943,8 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
         else
           engine_->prefill(fresh, ids, logits.data(), LogitRows::All, images->runs);
       } catch (const std::exception& e) {
-        error = std::string("eval: ") + e.what();
+        spdlog::warn("compute: session {}: eval: {}", s->id, e.what());
+        failure = std::make_exception_ptr(with_context("eval: ", e));
         logits = {};
       }
       const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
@@ -924,8 +953,7 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
         add(s->counters.experts, delta);
         expert_stats_ = engine_->experts().stats();
       }
-      if (!error.empty()) spdlog::warn("compute: session {}: {}", s->id, error);
-      done(std::move(error), std::move(logits));
+      done(failure, std::move(logits));
     });
   }
   wake_.notify_all();

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <future>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "compute/reply_constraint.h"
 #include "compute/server/iod_health.h"
 #include "compute/server/prompt_cache.h"
+#include "compute/server/step_gate.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/reply/reply_parser.h"
 
@@ -53,9 +55,10 @@ struct ServiceOptions {
   // requests are running at once (then the gate stays open), so a test can make requests
   // share steps from their first token without depending on thread timing. 0: no gate.
   size_t start_gate = 0;
-  // Test hook (env WASTE_COMPUTE_TEST_STEP_DELAY_MS): a pause after every step, so that a tiny
-  // model's reply lasts long enough for a test to interrupt it mid-stream. 0: none.
-  int step_delay_ms = 0;
+  // Test hook (env WASTE_COMPUTE_TEST_STEP_GATE): a FIFO through which a test lets each
+  // forward step run (step_gate.h), so a reply is still streaming when the test interrupts it.
+  // Empty: none.
+  std::string step_gate;
   // Test hook (env WASTE_COMPUTE_TEST_REPLY): every reply is these ids (template markup text,
   // encoded with its special tokens) instead of sampled ones, then it stops; so a test on a
   // random-weight model can check how a given reply (a tool call, reasoning) reaches a client.
@@ -208,28 +211,29 @@ class EngineService {
   std::shared_ptr<const constrain::TokenVocabulary> grammar_vocabulary() const;
   void cancel(uint64_t session);
 
-  // Runs on the worker between rounds; `done` gets "" or the error. reset / save / load / eval.
-  void reset(uint64_t session, std::function<void(std::string)> done);
+  // reset / save / load / eval run on the worker between rounds; `done` gets a null
+  // exception_ptr, or the failure (its waste::Error kind crosses the RPC as it is).
+  void reset(uint64_t session, std::function<void(std::exception_ptr)> done);
   // The session's state to a session file (compute/model/session_file.h) and back: load
   // replaces the state with the file's, no prefill. `done` gets the tokens and the file's bytes.
   struct FileResult {
     uint64_t tokens = 0, bytes = 0;
     double seconds = 0;
   };
-  void save(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done);
-  void load(uint64_t session, const std::string& path, std::function<void(std::string, FileResult)> done);
+  void save(uint64_t session, const std::string& path, std::function<void(std::exception_ptr, FileResult)> done);
+  void load(uint64_t session, const std::string& path, std::function<void(std::exception_ptr, FileResult)> done);
   // The logits after each of `ids` ([ids.size() x vocab], row i after ids[i]) on a fresh model
   // state: the session's own state is neither read nor changed, so this may run while it
   // generates. stepwise: one token at a time through the decode path (Engine::step_all), else
   // prefill chunks (Engine::prefill, LogitRows::All), as `waste eval [--step]`. Runs on the
   // worker between rounds (blocking the steps while it runs, as load does); refused at once
   // (Error) for no ids, an id outside the vocabulary, more ids than the session's context or
-  // more than kMaxEvalLogitsBytes of logits; `done` gets "" and the logits, or the error.
+  // more than kMaxEvalLogitsBytes of logits; `done` gets null and the logits, or the failure.
   static constexpr uint64_t kMaxEvalLogitsBytes = 64ull << 20;
   // With images, the prompt was expanded (as for generate) and the tower runs on the worker
   // first; with pad_rows (f32 [k, hidden]) the k placeholder ids of `ids` take those rows.
   void eval(uint64_t session, std::vector<int32_t> ids, bool stepwise,
-            std::function<void(std::string error, std::vector<float> logits)> done, PromptImages images = {},
+            std::function<void(std::exception_ptr failure, std::vector<float> logits)> done, PromptImages images = {},
             std::vector<float> pad_rows = {});
 
   ServiceStats stats() const;
@@ -249,6 +253,10 @@ class EngineService {
   std::shared_ptr<SessionState> find(uint64_t id) const;  // under mu_
   // One batched step over every job that is not waiting on its client.
   void run_round(std::vector<std::shared_ptr<Job>>& jobs);
+  // Ends a cancelled job (stop reason "cancelled"); false when it was not cancelled.
+  bool end_if_cancelled(Job& j);
+  // While the step gate holds: ends the cancelled jobs and keeps the rest waiting.
+  void end_cancelled(std::vector<std::shared_ptr<Job>>& jobs);
   enum class Plan { Feed, Wait, Ended };
   // Before the forward: starts the job, samples and hands out a decoding job's token, and says
   // whether the job feeds tokens this step (`item`), waits, or has ended (finished already).
@@ -281,6 +289,7 @@ class EngineService {
   std::unique_ptr<ReattachingExperts> iod_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<PromptCache> prompt_cache_;
+  std::unique_ptr<StepGate> step_gate_;  // options_.step_gate; made on the worker
   ModelConfig config_;
   uint64_t trunk_bytes_ = 0;
   std::string expert_path_;

@@ -141,9 +141,9 @@ int main(int argc, char** argv) {
     so.test_reply = v;
     spdlog::warn("compute: test hook: every reply is the ids of {:?}", so.test_reply);
   }
-  if (const char* v = std::getenv("WASTE_COMPUTE_TEST_STEP_DELAY_MS"); v && *v) {
-    so.step_delay_ms = std::atoi(v);
-    spdlog::warn("compute: test hook: {} ms pause after every step", so.step_delay_ms);
+  if (const char* v = std::getenv("WASTE_COMPUTE_TEST_STEP_GATE"); v && *v) {
+    so.step_gate = v;
+    spdlog::warn("compute: test hook: steps run only as the FIFO {} lets them", so.step_gate);
   }
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   // The global pool reads WASTE_THREADS when first used.

@@ -45,24 +45,31 @@ void ReattachingExperts::drop() {
 
 // Every forwarded call: a failure drops the connection so the next call attaches afresh; one
 // record that cannot be had is that record's fault, and the connection is fine (iod answered).
+// iod counts as answered only when one of its calls got an answer (attach included): a call
+// served from the shared segment alone says nothing of whether iod is there.
 template <typename F>
 auto ReattachingExperts::forward(F&& f) -> decltype(f()) {
   health_.call_started();
+  const bool was_attached = inner_ != nullptr;
+  const uint64_t answers_before = was_attached ? inner_->client().answers() : 0;
   struct Ended {
     IodHealth& h;
     ~Ended() { h.call_ended(); }
   } ended{health_};
+  auto note_answer = [&] {
+    if (inner_ && (!was_attached || inner_->client().answers() != answers_before)) health_.answered();
+  };
   try {
     if constexpr (std::is_void_v<decltype(f())>) {
       f();
-      health_.answered();
+      note_answer();
     } else {
       auto r = f();
-      health_.answered();
+      note_answer();
       return r;
     }
   } catch (const ExpertUnavailable&) {
-    health_.answered();
+    note_answer();
     throw;
   } catch (const std::exception& e) {
     health_.failed(e.what());

@@ -44,6 +44,11 @@ kj::Promise<void> guarded(F&& f) {
   }
 }
 
+// A failure the worker handed back (EngineService's control calls), as guarded() reports it.
+kj::Promise<void> rethrown(std::exception_ptr failure) {
+  return guarded([&]() -> kj::Promise<void> { std::rethrow_exception(failure); });
+}
+
 // How many tokens may wait for a slow client before its request is skipped in the rounds.
 constexpr int kMaxUnsentTokens = 64;
 // Decodes and fits every image to its patch grid (cheap beside the tower, which runs later on
@@ -454,11 +459,11 @@ class SessionImpl final : public proto::Session::Server {
 
   kj::Promise<void> reset(ResetContext ctx) override {
     return guarded([&]() -> kj::Promise<void> {
-      auto paf = kj::newPromiseAndCrossThreadFulfiller<std::string>();
-      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<std::string>>>(kj::mv(paf.fulfiller));
-      st_.service.reset(id_, [f](std::string err) { (*f)->fulfill(kj::mv(err)); });
-      return paf.promise.then([](std::string err) -> kj::Promise<void> {
-        if (!err.empty()) return failure(err);
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<std::exception_ptr>();
+      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<std::exception_ptr>>>(kj::mv(paf.fulfiller));
+      st_.service.reset(id_, [f](std::exception_ptr err) { (*f)->fulfill(kj::mv(err)); });
+      return paf.promise.then([](std::exception_ptr err) -> kj::Promise<void> {
+        if (err) return rethrown(err);
         return kj::READY_NOW;
       });
     });
@@ -510,17 +515,17 @@ class SessionImpl final : public proto::Session::Server {
       } else {
         prompt_images = expand_prompt(st_.service, ids, prepare_images(st_.service, images, params.getImagePatches()), "images");
       }
-      using Reply = std::pair<std::string, std::vector<float>>;
+      using Reply = std::pair<std::exception_ptr, std::vector<float>>;
       auto paf = kj::newPromiseAndCrossThreadFulfiller<Reply>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Reply>>>(kj::mv(paf.fulfiller));
       st_.service.eval(id_, std::move(ids), params.getStepwise(),
-                       [f](std::string err, std::vector<float> logits) {
+                       [f](std::exception_ptr err, std::vector<float> logits) {
                          (*f)->fulfill(std::make_pair(std::move(err), std::move(logits)));
                        },
                        std::move(prompt_images), std::move(pad_rows));
       const uint32_t vocab = uint32_t(st_.service.config().vocab);
       return paf.promise.then([ctx, vocab](Reply r) mutable -> kj::Promise<void> {
-        if (!r.first.empty()) return failure(r.first);
+        if (r.first) return rethrown(r.first);
         static_assert(std::endian::native == std::endian::little, "eval sends the logits as little-endian f32");
         const size_t bytes = r.second.size() * sizeof(float);
         // One segment big enough for the blob (no growth copies of up to 64 MiB).
@@ -544,21 +549,21 @@ class SessionImpl final : public proto::Session::Server {
   template <typename Set>
   kj::Promise<void> save_or_load(std::string path, bool save, Set set) {
     return guarded([&]() -> kj::Promise<void> {
-      require(st_.session_files, "save/load: refused on a TCP connection (a peer there could write or probe any "
+      require_request(st_.session_files, "save/load: refused on a TCP connection (a peer there could write or probe any "
                                  "file compute can); use the run directory's compute.sock");
-      require(!path.empty(), "save/load: empty path");
+      require_request(!path.empty(), "save/load: empty path", "path");
       // A NUL would end the path early for the kernel: another file than the one named.
-      require(path.find('\0') == std::string::npos, "save/load: the path holds a NUL byte");
+      require_request(path.find('\0') == std::string::npos, "save/load: the path holds a NUL byte", "path");
       // Compute's working directory is not the client's: a relative path would land elsewhere.
-      require(path[0] == '/', std::string(save ? "save" : "load") + ": " + path + ": give an absolute path (the file is on the compute host)");
-      using Result = std::pair<std::string, EngineService::FileResult>;
+      require_request(path[0] == '/', std::string(save ? "save" : "load") + ": " + path + ": give an absolute path (the file is on the compute host)", "path");
+      using Result = std::pair<std::exception_ptr, EngineService::FileResult>;
       auto paf = kj::newPromiseAndCrossThreadFulfiller<Result>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Result>>>(kj::mv(paf.fulfiller));
-      auto done = [f](std::string err, EngineService::FileResult r) { (*f)->fulfill(std::make_pair(std::move(err), r)); };
+      auto done = [f](std::exception_ptr err, EngineService::FileResult r) { (*f)->fulfill(std::make_pair(std::move(err), r)); };
       if (save) st_.service.save(id_, path, done);
       else st_.service.load(id_, path, done);
       return paf.promise.then([set](Result r) mutable -> kj::Promise<void> {
-        if (!r.first.empty()) return failure(r.first);
+        if (r.first) return rethrown(r.first);
         set(r.second);
         return kj::READY_NOW;
       });

@@ -42,12 +42,21 @@ struct ExpertStoreClient::Impl {
   // A call's answer, within the deadline.
   template <typename T>
   T wait(kj::Promise<T>&& p) {
-    return wait_within(kj::mv(p), rpc.getWaitScope(), rpc.getIoProvider().getTimer(), call_timeout_ms);
+    try {
+      T answer = wait_within(kj::mv(p), rpc.getWaitScope(), rpc.getIoProvider().getTimer(), call_timeout_ms);
+      ++answers;
+      return answer;
+    } catch (const kj::Exception& e) {
+      if (e.getType() != kj::Exception::Type::DISCONNECTED) ++answers;  // iod refused: it answered
+      throw;
+    }
   }
+  uint64_t answers = 0;  // calls iod answered (an error it sent back included: it was there)
   // Runs as a hint's continuation (inside the event loop).
   void hint_answered(size_t i, const kj::Exception* error) {
     hints[i].done = true;
     --hint_stats.outstanding;
+    if (!error || error->getType() != kj::Exception::Type::DISCONNECTED) ++answers;
     if (error) {
       ++hint_stats.failed;
       hint_stats.last_error = error->getDescription().cStr();
@@ -120,7 +129,7 @@ void fill_handles(Builder list, std::span<const SlotHandle> hs) {
 
 }  // namespace
 
-std::string probe_iod(const std::string& socket_path, int64_t timeout_ms) {
+std::optional<Error> probe_iod(const std::string& socket_path, int64_t timeout_ms) {
   try {
     call(socket_path, "stats", [&] {
       capnp::EzRpcClient rpc("unix:" + socket_path);
@@ -128,9 +137,11 @@ std::string probe_iod(const std::string& socket_path, int64_t timeout_ms) {
       wait_within(store.statsRequest().send(), rpc.getWaitScope(), rpc.getIoProvider().getTimer(), timeout_ms);
       return 0;
     });
-    return "";
+    return std::nullopt;
+  } catch (const Error& e) {
+    return e;
   } catch (const std::exception& e) {
-    return e.what();
+    return Error(e.what());
   }
 }
 
@@ -216,6 +227,7 @@ bool ExpertStoreClient::release_async(std::span<const SlotHandle> handles) noexc
 }
 
 const HintStats& ExpertStoreClient::hint_stats() const { return impl_->hint_stats; }
+uint64_t ExpertStoreClient::answers() const { return impl_->answers; }
 
 void ExpertStoreClient::release(std::span<const SlotHandle> handles) {
   call(impl_->socket_path, "release", [&] {

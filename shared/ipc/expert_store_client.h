@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "shared/ipc/segment_layout.h"
+#include "shared/util/error.h"
 
 namespace waste::ipc {
 
@@ -41,9 +43,10 @@ struct AttachInfo {
   uint64_t instance_id = 0, container_id = 0;
 };
 
-// One stats call on a fresh connection to iod's socket (no attach, no segment): "" when iod
-// answered within timeout_ms, else why not. For health probes (`waste health`).
-std::string probe_iod(const std::string& socket_path, int64_t timeout_ms);
+// One stats call on a fresh connection to iod's socket (no attach, no segment): nothing when
+// iod answered within timeout_ms, else why not (Error::unanswered: connected, but silent).
+// For health probes (`waste health`).
+std::optional<Error> probe_iod(const std::string& socket_path, int64_t timeout_ms);
 
 class ExpertStoreClient {
  public:
@@ -76,6 +79,10 @@ class ExpertStoreClient {
   // (iod gone, bad layer) is counted in hint_stats(); the next real call reports a dead iod.
   bool prefetch_async(uint32_t layer, std::span<const uint32_t> experts) noexcept;
   const HintStats& hint_stats() const;
+  // How many calls iod has answered on this connection (a refusal counts: iod was there). A
+  // call served from the shared segment alone does not count, so callers can tell "iod
+  // answered" from "nothing needed iod".
+  uint64_t answers() const;
   void release(std::span<const SlotHandle> handles);
   // The same release, fire-and-forget (sharing the hints' bound and counters): the slots are
   // free in iod as soon as it reads the call, not at our next fetch. false: nothing sent

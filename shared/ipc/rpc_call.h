@@ -60,8 +60,12 @@ auto rpc_call(const std::string& peer, const char* what, F&& f, const char* gone
     // Not the peer's own failure: the connection's (refused, no socket, gone, no answer in
     // time). An Unavailable error's param names the process: the peer's first word.
     if (!remote || e.getType() == kj::Exception::Type::DISCONNECTED) {
-      if (gone && e.getType() == kj::Exception::Type::DISCONNECTED) d = std::string(gone) + " (" + d + ")";
-      throw Error(peer + ": " + what + ": " + d, ErrorKind::Unavailable, peer.substr(0, peer.find(' ')));
+      // within()'s own exception (local, never relayed): the one place its text is matched.
+      const bool no_answer = !remote && d.rfind(kNoAnswer, 0) == 0;
+      if (gone && e.getType() == kj::Exception::Type::DISCONNECTED && !no_answer) d = std::string(gone) + " (" + d + ")";
+      Error err(peer + ": " + what + ": " + d, ErrorKind::Unavailable, peer.substr(0, peer.find(' ')));
+      if (no_answer) err.set_unanswered();
+      throw err;
     }
     throw Error(peer + ": " + what + ": " + d);
   }

@@ -54,17 +54,37 @@ class Error : public std::runtime_error {
     relayed_ = true;
     return *this;
   }
+  // Unanswered: the peer is there (connected) but gave no answer within the call's deadline
+  // (stopped or wedged), as opposed to gone. Set by rpc_call from within()'s own exception.
+  bool unanswered() const { return unanswered_; }
+  Error& set_unanswered() {
+    unanswered_ = true;
+    return *this;
+  }
 
  private:
   ErrorKind kind_;
   std::string param_, message_;
   bool relayed_ = false;
+  bool unanswered_ = false;
 };
+
+// True when `e` is an Error of a peer that did not answer in time (Error::unanswered).
+inline bool unanswered(const std::exception& e) {
+  const auto* w = dynamic_cast<const Error*>(&e);
+  return w && w->unanswered();
+}
 
 // The kind of any exception: an Error's own, else Internal.
 inline ErrorKind kind_of(const std::exception& e) {
   const auto* w = dynamic_cast<const Error*>(&e);
   return w ? w->kind() : ErrorKind::Internal;
+}
+
+// `e` with `context` before its text ("eval: ..."), keeping its kind and param.
+inline Error with_context(const std::string& context, const std::exception& e) {
+  const auto* w = dynamic_cast<const Error*>(&e);
+  return Error(context + e.what(), w ? w->kind() : ErrorKind::Internal, w ? w->param() : "");
 }
 
 // Throws Error(message) when `ok` is false. Use for checks on data read from disk or a peer.

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tests/integration/process.h"
+#include "tests/teardown.h"
 
 namespace waste::test {
 
@@ -59,8 +60,11 @@ class Instance {
     auto u = run_command(supervise() + " up " + model_ + " --run-dir " + run_ + " --budget " + budget + " " + extra);
     up_output_ = u.output;
     up_ok_ = u.status == 0;
+    // Registered whatever `up` said: a failed up may still have left a supervisor running.
+    teardown_ = register_teardown([down = supervise() + " down --run-dir " + run_] { run_command(down); });
   }
   ~Instance() {
+    if (teardown_) unregister_teardown(teardown_);
     if (up_ok_) run_command(supervise() + " down --run-dir " + run_);
   }
   static std::string supervise() { return "python3 " + env_or("WASTE_SUPERVISE", "tools/waste-supervise"); }
@@ -88,6 +92,7 @@ class Instance {
   std::string model_, run_;
   std::string synth_output_, up_output_;
   bool synth_ok_ = false, up_ok_ = false;
+  uint64_t teardown_ = 0;  // register_teardown: `down` if the test binary is interrupted
 };
 
 }  // namespace waste::test

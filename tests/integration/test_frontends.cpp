@@ -13,6 +13,7 @@
 #include "shared/ipc/shm_segment.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/scoped_env.h"
+#include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
 
 using namespace waste;
@@ -173,16 +174,16 @@ TEST_CASE("waste run: through a running instance gives the same greedy text as t
 }
 
 TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats, /save, /reset, /load; /quit exits 0") {
-  // The tiny model writes ~700 tokens/s and its replies end at a stop token after a few
-  // hundred to a few thousand: one could end before the Ctrl-C lands (the compute runs ahead
-  // of the client by the stream's flow-control window). The compute's step-delay test hook
-  // (10 ms per token) keeps every reply streaming for seconds.
-  std::optional<Instance> slowed;
+  // The tiny model writes ~700 tokens/s: a reply could end before the Ctrl-C lands (compute
+  // runs ahead of the client by the stream's flow-control window). Compute's step gate lets
+  // each reply take 32 steps, then holds it until the Ctrl-C cancels it.
+  StepGateFifo gate;
+  std::optional<Instance> gated;
   {
-    const ScopedEnv hook({{"WASTE_COMPUTE_TEST_STEP_DELAY_MS", "10"}});
-    slowed.emplace("--ctx 65536");
+    const ScopedEnv hook({gate.env()});
+    gated.emplace("--ctx 65536");
   }
-  Instance& inst = *slowed;
+  Instance& inst = *gated;
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   TempDir tmp;
   ChildProcess chat({waste_bin(), "chat", "--connect", inst.run_dir(), "-n", "60000"}, {}, tmp.path());
@@ -191,6 +192,7 @@ TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats
   for (int round = 1; round <= 2; ++round) {
     CAPTURE(round);
     const size_t out_at = chat.out().size(), cancelled = count_of(chat.err(), "(cancelled)");
+    gate.step(32);
     REQUIRE(chat.write(round == 1 ? "Tell me a very long story\n" : "Go on\n"));
     // The reply has started streaming (first bytes), then Ctrl-C.
     REQUIRE_MESSAGE(chat.wait_for([&] { return chat.out().size() > out_at; }, 60), chat.err());

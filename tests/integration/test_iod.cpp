@@ -151,6 +151,19 @@ TEST_CASE("iod: fetch, prefetch and release return the container's records") {
   client.release(hs3);
 
   // A request trace: one JSON line per request.
+  // A trace is a new file at an absolute path: a peer cannot make iod overwrite, append to
+  // (through a symlink) or create relative to iod's own directory a file of its choosing.
+  {
+    const std::string victim = tmp / "victim.txt", link = tmp / "link.jsonl";
+    { std::ofstream(victim) << "keep"; }
+    std::filesystem::create_symlink(victim, link);
+    CHECK_THROWS_WITH_AS(client.trace_start(victim), doctest::Contains("File exists"), Error);
+    CHECK_THROWS_WITH_AS(client.trace_start(link), doctest::Contains("cannot create"), Error);
+    CHECK_THROWS_WITH_AS(client.trace_start("relative.jsonl"), doctest::Contains("absolute path"), Error);
+    std::ifstream vf(victim);
+    CHECK(std::string(std::istreambuf_iterator<char>(vf), {}) == "keep");
+    CHECK(!std::filesystem::exists("relative.jsonl"));
+  }
   std::string trace = tmp / "requests.jsonl";
   client.trace_start(trace);
   auto hs5 = client.fetch(l1, ex3);

@@ -10,11 +10,13 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "tests/integration/child_process.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/scoped_env.h"
+#include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"
 
@@ -102,14 +104,22 @@ TEST_CASE("liveness: a stopped iod fails requests within the deadline, /health n
 }
 
 TEST_CASE("liveness: a stopped compute fails requests and /health within the deadline, mid-stream too") {
-  // Steps 60 ms apart: a 64-token stream lasts seconds, so compute can be stopped inside it.
-  ScopedEnv hooks({{"WASTE_COMPUTE_TEST_STEP_DELAY_MS", "60"}});
+  // The step gate holds the stream after a few tokens, so compute is stopped inside it.
+  StepGateFifo gate;
   const std::string http = "127.0.0.1:" + std::to_string(free_port());
-  Instance inst("--http " + http + " --ctx 256 --compute-timeout 1500 --wedge-timeout 0");
+  std::optional<Instance> gated;
+  {
+    const ScopedEnv hooks({gate.env()});
+    gated.emplace("--http " + http + " --ctx 256 --compute-timeout 1500 --wedge-timeout 0");
+  }
+  Instance& inst = *gated;
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   TempDir tmp, tmp2;
   const std::string base = "http://" + http;
+  gate.open();
   REQUIRE(curl(base + "/v1/completions", tmp.path(), kCompletion).status == 200);
+  gate.close();
+  gate.step(4);  // the prompt and three tokens of the stream, then it waits
 
   // A stream that compute stops answering in the middle of.
   Http streamed;
@@ -126,6 +136,7 @@ TEST_CASE("liveness: a stopped compute fails requests and /health within the dea
     CHECK(streamed.seconds < 15);  // pings every 0.75 s, each answered within 1.5 s, or the stream ends
     CHECK_MESSAGE(streamed.body.find("\"error\"") != std::string::npos, streamed.body);
     CHECK_MESSAGE(streamed.body.find("compute is unavailable") != std::string::npos, streamed.body);
+    CHECK_MESSAGE(streamed.body.find("\"text\":") != std::string::npos, streamed.body);  // it had begun
 
     const Http h = curl(base + "/health", tmp.path());
     CHECK_MESSAGE(h.status == 503, h.body);
@@ -141,6 +152,7 @@ TEST_CASE("liveness: a stopped compute fails requests and /health within the dea
     CHECK(since(t0) < 15);
     CHECK_MESSAGE(st.output.find("compute not_answering") != std::string::npos, st.output);
   }
+  gate.open();
   CHECK(eventually([&] { return curl(base + "/health", tmp.path()).status == 200; }, 30));
   CHECK(curl(base + "/v1/completions", tmp.path(), kCompletion).status == 200);
 }

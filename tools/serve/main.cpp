@@ -711,9 +711,8 @@ int main(int argc, char** argv) {
       if (h.iod != "ok" && h.iod != "none") problem = "iod is " + h.iod + (h.iod_detail.empty() ? "" : ": " + h.iod_detail);
       sessions = c.stats()["engine"]["sessions"];
     } catch (const std::exception& e) {
-      // "no answer within": compute is there but stopped or wedged; else it is gone.
-      compute = {{"state", std::string(e.what()).find(waste::ipc::kNoAnswer) != std::string::npos ? "not_answering"
-                                                                                                 : "unreachable"}};
+      // Unanswered: compute is there but stopped or wedged; else it is gone.
+      compute = {{"state", waste::unanswered(e) ? "not_answering" : "unreachable"}};
       problem = e.what();
     }
     json body = {{"status", problem.empty() ? "ok" : "unavailable"}, {"model", cfg.model_name},

@@ -81,17 +81,16 @@ nlohmann::json instance_health(const std::string& dir, int64_t timeout_ms) {
     compute = {{"state", "ok"}, {"busy_seconds", h.busy_seconds}, {"iod_seen", h.iod}, {"reattaches", h.reattaches}};
     if (!h.iod_detail.empty()) compute["iod_detail"] = h.iod_detail;
   } catch (const std::exception& e) {
-    const bool silent = std::string(e.what()).find(ipc::kNoAnswer) != std::string::npos;
-    compute = {{"state", silent ? "not_answering" : "unreachable"}, {"detail", e.what()}};
+    compute = {{"state", unanswered(e) ? "not_answering" : "unreachable"}, {"detail", e.what()}};
   }
   const std::string iod_sock = dir + "/iod.sock";
   std::error_code ec;
   if (!std::filesystem::exists(iod_sock, ec)) {
     iod = {{"state", compute.value("iod_seen", "") == "none" ? "none" : "unreachable"}};
-  } else if (const std::string why = ipc::probe_iod(iod_sock, timeout_ms); why.empty()) {
+  } else if (const std::optional<Error> why = ipc::probe_iod(iod_sock, timeout_ms); !why) {
     iod = {{"state", "ok"}};
   } else {
-    iod = {{"state", why.find(ipc::kNoAnswer) != std::string::npos ? "not_answering" : "unreachable"}, {"detail", why}};
+    iod = {{"state", why->unanswered() ? "not_answering" : "unreachable"}, {"detail", why->what()}};
   }
   const auto fine = [](const nlohmann::json& p) { return p["state"] == "ok" || p["state"] == "none"; };
   return {{"ok", fine(compute) && fine(iod)}, {"run_dir", dir}, {"compute", compute}, {"iod", iod}};

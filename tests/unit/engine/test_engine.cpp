@@ -276,7 +276,15 @@ struct EvalResult {
 EvalResult eval_sync(server::EngineService& svc, uint64_t session, std::vector<int32_t> ids, bool stepwise) {
   std::promise<EvalResult> p;
   svc.eval(session, std::move(ids), stepwise,
-           [&](std::string error, std::vector<float> logits) { p.set_value({std::move(error), std::move(logits)}); });
+           [&](std::exception_ptr failure, std::vector<float> logits) {
+             std::string error;
+             try {
+               if (failure) std::rethrow_exception(failure);
+             } catch (const std::exception& e) {
+               error = e.what();
+             }
+             p.set_value({std::move(error), std::move(logits)});
+           });
   return p.get_future().get();
 }
 
@@ -349,17 +357,17 @@ TEST_CASE("service: eval gives Engine::prefill's / step_all's logits bit for bit
   CHECK(ga.ids == gb.ids);
 
   // Refusals, at once and naming the limit.
-  CHECK_THROWS_WITH_AS(svc.eval(a, {}, false, [](std::string, std::vector<float>) {}), doctest::Contains("no tokens"), Error);
-  CHECK_THROWS_WITH_AS(svc.eval(a, {1, int32_t(V)}, false, [](std::string, std::vector<float>) {}),
+  CHECK_THROWS_WITH_AS(svc.eval(a, {}, false, [](std::exception_ptr, std::vector<float>) {}), doctest::Contains("no tokens"), Error);
+  CHECK_THROWS_WITH_AS(svc.eval(a, {1, int32_t(V)}, false, [](std::exception_ptr, std::vector<float>) {}),
                        doctest::Contains("outside the vocabulary"), Error);
-  CHECK_THROWS_WITH_AS(svc.eval(a, std::vector<int32_t>(65, 0), false, [](std::string, std::vector<float>) {}),
+  CHECK_THROWS_WITH_AS(svc.eval(a, std::vector<int32_t>(65, 0), false, [](std::exception_ptr, std::vector<float>) {}),
                        doctest::Contains("context of 64"), Error);
   const size_t over = server::EngineService::kMaxEvalLogitsBytes / (V * sizeof(float)) + 1;
   const uint64_t big = svc.open(int64_t(over));
-  CHECK_THROWS_WITH_AS(svc.eval(big, std::vector<int32_t>(over, 0), false, [](std::string, std::vector<float>) {}),
+  CHECK_THROWS_WITH_AS(svc.eval(big, std::vector<int32_t>(over, 0), false, [](std::exception_ptr, std::vector<float>) {}),
                        doctest::Contains("64 MiB"), Error);
   svc.close(big);
-  CHECK_THROWS_AS(svc.eval(big, {1}, false, [](std::string, std::vector<float>) {}), Error);  // closed
+  CHECK_THROWS_AS(svc.eval(big, {1}, false, [](std::exception_ptr, std::vector<float>) {}), Error);  // closed
   // A full context is fine (at most the session's context).
   const uint64_t small = svc.open(int64_t(f.prompt.size()));
   const EvalResult full = eval_sync(svc, small, f.prompt, false);
