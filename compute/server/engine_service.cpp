@@ -476,8 +476,9 @@ bool EngineService::end_if_cancelled(Job& j) {
 
 void EngineService::end_cancelled(std::vector<std::shared_ptr<Job>>& jobs) {
   std::erase_if(jobs, [&](const std::shared_ptr<Job>& j) {
-    if (j.get() == resume_ && j->cancel->load()) resume_ = nullptr;
-    return end_if_cancelled(*j);
+    if (!end_if_cancelled(*j)) return false;
+    if (j.get() == resume_) resume_ = nullptr;
+    return true;
   });
 }
 

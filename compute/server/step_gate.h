@@ -7,7 +7,7 @@
 //   's'  one more forward step may run
 //   'o'  open: steps run freely (until 'c')
 //   'c'  closed: no step runs until 's' or 'o' (the permits left are dropped)
-// Any other byte is ignored (with a warning), so a typo cannot open the gate.
+// A newline is ignored; any other byte is ignored with a warning, so a typo cannot open the gate.
 // While the gate holds, session control (reset, save, load) still runs and cancels still end
 // their requests: only steps wait.
 #pragma once
