@@ -3,7 +3,10 @@
 // description without the prefix stays an Internal error with its whole text; a peer that went
 // away is Unavailable and names itself.
 #include <doctest/doctest.h>
+#include <kj/async-io.h>
 #include <kj/exception.h>
+
+#include <stdexcept>
 
 #include "shared/ipc/rpc_call.h"
 #include "shared/ipc/rpc_error.h"
@@ -76,4 +79,52 @@ TEST_CASE("rpc_call: a peer's typed error keeps its kind, param and own message;
     CHECK(e.kind() == ErrorKind::Internal);
     CHECK(std::string(e.what()) == "iod /run/iod.sock: fetch: a bug");
   }
+}
+
+// Unanswered (Error::unanswered) is how /health tells "not answering" (stopped, wedged) from
+// "unreachable": only within()'s own deadline sets it, never a peer's text that looks like it.
+TEST_CASE("rpc_call: a wait past its deadline is Unavailable and unanswered; nothing else is") {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  try {  // a real deadline on a promise that never resolves
+    ipc::rpc_call("iod /run/iod.sock", "fetch", [&]() -> int {
+      return ipc::wait_within(kj::Promise<int>(kj::NEVER_DONE), io.waitScope, io.provider->getTimer(), 20);
+    }, "iod went away");
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Unavailable);
+    CHECK(e.param() == "iod");
+    CHECK(e.unanswered());
+    CHECK(unanswered(e));
+    CHECK_FALSE(e.relayed());
+    // The deadline's text, not the "gone" text: the peer is there, it did not answer.
+    CHECK(std::string(e.what()) == std::string("iod /run/iod.sock: fetch: ") + ipc::kNoAnswer + "20 ms (stopped or wedged?)");
+  }
+  // A promise that resolves in time is its value; the deadline is cancelled with it.
+  CHECK(ipc::rpc_call("iod /x", "ping", [&]() {
+    return ipc::wait_within(kj::Promise<int>(7), io.waitScope, io.provider->getTimer(), 1000);
+  }) == 7);
+  // A peer that says the words over the wire did not time out here: relayed text, not unanswered.
+  try {
+    ipc::rpc_call("compute unix:/x", "generate", []() -> int {
+      throw kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                          kj::str("remote exception: ", ipc::kNoAnswer, "5 ms (stopped or wedged?)"));
+    });
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Unavailable);
+    CHECK_FALSE(e.unanswered());
+  }
+  // A connection that went away (local DISCONNECTED, other text) is gone, not unanswered.
+  try {
+    ipc::rpc_call("iod /run/iod.sock", "fetch", []() -> int {
+      throw kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__, kj::str("Peer disconnected."));
+    }, "iod went away");
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Unavailable);
+    CHECK_FALSE(e.unanswered());
+    CHECK(std::string(e.what()) == "iod /run/iod.sock: fetch: iod went away (Peer disconnected.)");
+  }
+  // Any exception that is not an Error is not unanswered either.
+  CHECK_FALSE(unanswered(std::runtime_error(std::string(ipc::kNoAnswer) + "1 ms")));
 }
