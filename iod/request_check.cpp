@@ -32,14 +32,17 @@ ServedExperts ServedExperts::of(const Container& c) {
 
 void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expert) {
   const bool moe = layer < served.expert_count.size() && served.expert_count[layer] > 0;
-  require(layer <= 1u << 20 && moe, "layer " + std::to_string(layer) + " is not a MoE layer of " + served.source);
-  require(expert < served.expert_count[layer], "layer " + std::to_string(layer) + ": expert " + std::to_string(expert) +
-                                                   " out of range (" + std::to_string(served.expert_count[layer]) +
-                                                   " experts)");
+  require_request(layer <= 1u << 20 && moe, "layer " + std::to_string(layer) + " is not a MoE layer of " + served.source,
+                  "layer");
+  require_request(expert < served.expert_count[layer],
+                  "layer " + std::to_string(layer) + ": expert " + std::to_string(expert) + " out of range (" +
+                      std::to_string(served.expert_count[layer]) + " experts)",
+                  "experts");
 }
 
 void check_release_slot(const ipc::SlotHandle& h, uint32_t slots) {
-  require(h.slot < slots, "release: slot " + std::to_string(h.slot) + " out of range (" + std::to_string(slots) + " slots)");
+  require_request(h.slot < slots, "release: slot " + std::to_string(h.slot) + " out of range (" + std::to_string(slots) + " slots)",
+                  "handles");
 }
 
 }  // namespace waste::iod

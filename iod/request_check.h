@@ -27,9 +27,10 @@ struct ServedExperts {
   static ServedExperts of(const Container& c);
 };
 
-// Throws Error unless `layer` is a MoE layer served and `expert` one of its experts.
+// Throws InvalidRequest naming "layer" or "experts" unless `layer` is a MoE layer served and
+// `expert` one of its experts.
 void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expert);
-// Throws Error unless the handle names one of the cache's `slots` slots.
+// Throws InvalidRequest naming "handles" unless the handle names one of the cache's `slots` slots.
 void check_release_slot(const ipc::SlotHandle& h, uint32_t slots);
 
 }  // namespace waste::iod

@@ -16,21 +16,36 @@
 
 #include "iod/request_check.h"
 #include "proto/expert_store.capnp.h"
+#include "shared/ipc/rpc_error.h"
 #include "shared/util/error.h"
 
 namespace waste::iod {
 
 namespace {
 
-// waste::Error (bad input from the peer) becomes an RPC error the client sees as a message.
+// An RPC error with its kind and field (shared/ipc/rpc_error.h): the peer acts on the kind
+// (compute retries Overloaded, reports InvalidRequest as its own bug), never on the text.
+kj::Exception failure(const std::string& message, ErrorKind kind = ErrorKind::Internal, const std::string& param = "") {
+  return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                       kj::str(ipc::encode_error(kind, param, message).c_str()));
+}
+
+// The typed failure of any exception: an Error keeps its kind and field, anything else is Internal.
+kj::Exception failure_of(const std::exception& e) {
+  if (const auto* w = dynamic_cast<const Error*>(&e)) return failure(w->what(), w->kind(), w->param());
+  return failure(e.what());
+}
+
+// Every call's failure reaches the peer typed. out_of_range is the connection table's
+// (connections_.at): a call on a connection the store no longer knows.
 template <typename F>
 kj::Promise<void> guarded(F&& f) {
   try {
     f();
-  } catch (const Error& e) {
-    return KJ_EXCEPTION(FAILED, e.what());
-  } catch (const std::out_of_range& e) {
-    return KJ_EXCEPTION(FAILED, "unknown connection");
+  } catch (const std::out_of_range&) {
+    return failure("unknown connection");
+  } catch (const std::exception& e) {
+    return failure_of(e);
   }
   return kj::READY_NOW;
 }
@@ -78,8 +93,9 @@ class FetchWaiters {
   kj::Promise<std::vector<ipc::SlotHandle>> wait(uint64_t conn, uint32_t layer, std::vector<uint32_t> experts) {
     waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), [](Waiter& w) { return !w.f->isWaiting(); }),
                    waiting_.end());
-    require(waiting_.size() < kCapacity, "fetch: layer " + std::to_string(layer) + ": every slot is pinned or loading and " +
-                                             std::to_string(kCapacity) + " fetches already wait for one");
+    require_kind(waiting_.size() < kCapacity, ErrorKind::Overloaded,
+                 "fetch: layer " + std::to_string(layer) + ": every slot is pinned or loading and " +
+                     std::to_string(kCapacity) + " fetches already wait for one");
     auto paf = kj::newPromiseAndFulfiller<std::vector<ipc::SlotHandle>>();
     waiting_.push_back({conn, layer, std::move(experts), kj::mv(paf.fulfiller)});
     waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
@@ -91,7 +107,7 @@ class FetchWaiters {
                                          std::to_string(kFetchWaitSeconds) +
                                          " s for a slot; every slot stays pinned or loading (do other clients hold "
                                          "their pins?)";
-                         return KJ_EXCEPTION(FAILED, m.c_str());
+                         return failure(m, ErrorKind::Overloaded);
                        });
     return paf.promise.exclusiveJoin(kj::mv(timeout));
   }
@@ -126,7 +142,7 @@ class FetchWaiters {
             leave = true;
           }
         } catch (const std::exception& e) {
-          w.f->reject(KJ_EXCEPTION(FAILED, e.what()));
+          w.f->reject(failure_of(e));
           leave = true;
         }
       }
@@ -156,9 +172,10 @@ class ExpertStoreImpl final : public proto::ExpertStore::Server {
   kj::Promise<void> attach(AttachContext ctx) override {
     return guarded([&] {
       uint64_t want = ctx.getParams().getContainerId();
-      require(want == 0 || want == store_.container_id(),
-              "attach: this iod serves container " + std::to_string(store_.container_id()) + ", not " +
-                  std::to_string(want));
+      require_request(want == 0 || want == store_.container_id(),
+                      "attach: this iod serves container " + std::to_string(store_.container_id()) + ", not " +
+                          std::to_string(want),
+                      "containerId");
       const auto& seg = store_.segment();
       const auto& h = seg.header();
       auto s = ctx.getResults().initSegment();

@@ -282,7 +282,7 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
   latency_.add(latency_ns);
 }
 
-void Store::unpin_locked(Connection& c, ipc::SlotHandle h) {
+void Store::unpin_locked(Connection& c, ipc::SlotHandle h, const char* param) {
   auto range = c.pins.equal_range(h.slot);
   for (auto it = range.first; it != range.second; ++it) {
     if (it->second == h.generation) {
@@ -293,7 +293,8 @@ void Store::unpin_locked(Connection& c, ipc::SlotHandle h) {
     }
   }
   throw Error("release: slot " + std::to_string(h.slot) + " generation " + std::to_string(h.generation) +
-              " is not pinned by this connection (stale or unknown handle)");
+                  " is not pinned by this connection (stale or unknown handle)",
+              ErrorKind::InvalidRequest, param);
 }
 
 std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint32_t layer,
@@ -305,7 +306,7 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
   Connection& c = connections_.at(conn);
   if (first_attempt) {
     trace_line(conn, "fetch", layer, experts);
-    for (const auto& h : releases) unpin_locked(c, h);
+    for (const auto& h : releases) unpin_locked(c, h, "releases");
   }
   std::vector<uint32_t> distinct(experts.begin(), experts.end());
   std::sort(distinct.begin(), distinct.end());
@@ -323,8 +324,10 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
   const uint32_t usable = cache_->slots() - cache_->quarantined();
   if (own_pinned + new_own > usable)
     throw Error("fetch: layer " + std::to_string(layer) + ": " + std::to_string(distinct.size()) +
-                " experts can never fit: the cache has " + std::to_string(usable) + " usable slots and this connection has " +
-                std::to_string(own_pinned) + " of them pinned (release handles first)");
+                    " experts can never fit: the cache has " + std::to_string(usable) +
+                    " usable slots and this connection has " + std::to_string(own_pinned) +
+                    " of them pinned (release handles first)",
+                ErrorKind::InvalidRequest, "experts");
   // Enough free or evictable slots now? (Evictable: unpinned, no read outstanding, not one of
   // this request's own records.) Stops counting as soon as there are enough.
   uint32_t available = cache_->slots() - cache_->occupied();
@@ -346,7 +349,7 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
     if (a.slot == kNoSlot) {
       // Not expected after the count above (a policy that would not name an evictable slot):
       // undo and wait like a full cache.
-      for (const auto& h : out) unpin_locked(c, h);
+      for (const auto& h : out) unpin_locked(c, h, "experts");
       spdlog::warn("iod: fetch layer {} expert {}: the policy found no victim although slots were evictable", layer, x);
       return std::nullopt;
     }
@@ -426,7 +429,7 @@ void Store::release(uint64_t conn, std::span<const ipc::SlotHandle> handles) {
   Connection& c = connections_.at(conn);
   for (const auto& h : handles) {
     check_release_slot(h, cache_->slots());
-    unpin_locked(c, h);
+    unpin_locked(c, h, "handles");
   }
 }
 

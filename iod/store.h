@@ -114,7 +114,9 @@ class Store {
   void check_key(uint32_t layer, uint32_t expert) const;
   // Points slot s at key (new generation, LOADING) and queues its read. Lock held.
   void start_read(uint32_t slot, cache::ExpertKey key, bool demand, bool evicted, cache::ExpertKey victim);
-  void unpin_locked(Connection& c, ipc::SlotHandle h);
+  // Throws InvalidRequest naming `param` (the request field the handle came in) unless this
+  // connection pins h.
+  void unpin_locked(Connection& c, ipc::SlotHandle h, const char* param);
   void on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns);
   // The io_uring engine died: serve the queue with a pread pool from now on.
   void on_engine_failed(const std::string& why);

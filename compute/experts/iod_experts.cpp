@@ -9,6 +9,18 @@
 
 namespace waste {
 
+namespace {
+
+// Called in a catch of iod's error. iod refusing compute's own request (a key or a handle it
+// does not serve: InvalidRequest) is a fault of compute or of the pair, never of the HTTP
+// client whose request it was: it must not reach that client as a 400 naming iod's field.
+[[noreturn]] void rethrow_iod_error(const Error& e) {
+  if (e.kind() == ErrorKind::InvalidRequest) throw Error("iod refused compute's request: " + std::string(e.what()));
+  throw;
+}
+
+}  // namespace
+
 IodExperts::IodExperts(const Container& container, const std::string& socket_path, int64_t call_timeout_ms,
                        int liveness_ms)
     : container_(container),
@@ -95,10 +107,11 @@ std::vector<ipc::SlotHandle> IodExperts::fetch_retrying(uint32_t layer, std::spa
       to_release_.clear();
       return hs;
     } catch (const Error& e) {
-      if (std::string(e.what()).find("pinned or loading") == std::string::npos ||
-          std::chrono::steady_clock::now() > deadline) {
+      // Overloaded: every slot is pinned or loading right now (iod's own wait gave up or its
+      // queue of waiting fetches is full); anything else is final.
+      if (e.kind() != ErrorKind::Overloaded || std::chrono::steady_clock::now() > deadline) {
         dead_ = dead_ || !alive();
-        throw;
+        rethrow_iod_error(e);
       }
       to_release_.clear();
       std::this_thread::sleep_for(std::chrono::microseconds(attempt < 10 ? 100 : 2000));  // bounded by the deadline
@@ -119,7 +132,11 @@ void IodExperts::flush_releases() {
   if (to_release_.empty()) return;
   std::vector<ipc::SlotHandle> r;
   r.swap(to_release_);
-  client_->release(r);
+  try {
+    client_->release(r);
+  } catch (const Error& e) {
+    rethrow_iod_error(e);
+  }
 }
 
 ExpertView IodExperts::expert(int layer, int expert) {

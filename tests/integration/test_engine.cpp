@@ -197,6 +197,11 @@ TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the super
 
   const int compute_pid = inst.pid_of("compute");
   REQUIRE(compute_pid > 0);
+  // A libwaste client of the compute about to die: its next call says compute is gone.
+  waste_client* wc = waste_connect(where.c_str());
+  REQUIRE_MESSAGE(wc != nullptr, waste_last_error());
+  waste_session* ws = waste_open_session(wc, 0);
+  REQUIRE_MESSAGE(ws != nullptr, waste_last_error());
   std::string error;
   {
     client::Client c(where);
@@ -216,6 +221,14 @@ TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the super
     CHECK(killed);
   }
   CHECK_MESSAGE(!error.empty(), "the client got no error when compute died");
+  {
+    char buf[4096];
+    size_t len = 0;
+    CHECK_MESSAGE(waste_session_stats_json(ws, buf, sizeof buf, &len) == WASTE_ERROR_DISCONNECTED, waste_last_error());
+    CHECK(std::string(waste_last_error_field()).empty());
+    waste_close_session(ws);
+    waste_disconnect(wc);
+  }
 
   // Bounded polling until the restarted compute answers a request.
   bool back = false;

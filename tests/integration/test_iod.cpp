@@ -134,6 +134,28 @@ TEST_CASE("iod: fetch, prefetch and release return the container's records") {
   CHECK_THROWS_WITH_AS(client.fetch(9999, std::vector<uint32_t>{0}), doctest::Contains("not a MoE layer"), Error);
   CHECK_THROWS_WITH_AS(client.release(std::vector<ipc::SlotHandle>{{999, 1}}), doctest::Contains("out of range"),
                        Error);
+  // Each refusal reaches the client typed, naming the request field at fault (compute acts on
+  // the kind, never on the text).
+  auto refusal = [](auto&& call) -> std::pair<ErrorKind, std::string> {
+    try {
+      call();
+    } catch (const Error& e) {
+      CHECK(e.relayed());
+      return {e.kind(), e.param()};
+    }
+    FAIL("no error");
+    return {};
+  };
+  using Refusal = std::pair<ErrorKind, std::string>;
+  CHECK(refusal([&] { client.release(hs); }) == Refusal{ErrorKind::InvalidRequest, "handles"});
+  CHECK(refusal([&] { client.fetch(l0, std::vector<uint32_t>{0}, hs); }) == Refusal{ErrorKind::InvalidRequest, "releases"});
+  CHECK(refusal([&] { client.fetch(l0, std::vector<uint32_t>{n_exp}); }) == Refusal{ErrorKind::InvalidRequest, "experts"});
+  CHECK(refusal([&] { client.fetch(9999, std::vector<uint32_t>{0}); }) == Refusal{ErrorKind::InvalidRequest, "layer"});
+  CHECK(refusal([&] { client.release(std::vector<ipc::SlotHandle>{{999, 1}}); }) ==
+        Refusal{ErrorKind::InvalidRequest, "handles"});
+  CHECK(refusal([&] { client.trace_start("relative.jsonl"); }) == Refusal{ErrorKind::InvalidRequest, "path"});
+  CHECK(refusal([&] { ipc::ExpertStoreClient other(iod.socket_path(), c.container_id() == 7 ? 8 : 7); }) ==
+        Refusal{ErrorKind::InvalidRequest, "containerId"});
   // Still serving after the errors.
   std::vector<uint32_t> ex3 = {3, 4};
   auto hs3 = client.fetch(l1, ex3, hs2);
@@ -143,6 +165,7 @@ TEST_CASE("iod: fetch, prefetch and release return the container's records") {
   std::vector<uint32_t> many;
   for (uint32_t e = 10; e < 25; ++e) many.push_back(e);
   CHECK_THROWS_WITH_AS(client.fetch(l0, many), doctest::Contains("pinned"), Error);
+  CHECK(refusal([&] { client.fetch(l0, many); }) == Refusal{ErrorKind::InvalidRequest, "experts"});
   many.pop_back();
   auto hs4 = client.fetch(l0, many);  // 14 + 2 = 16 fits
   check_records(c, client, l0, many, hs4);

@@ -34,6 +34,7 @@ struct waste_tokenizer {
 namespace {
 
 using waste::Error;
+using waste::ErrorKind;
 using waste::chat::Json;
 
 thread_local std::string g_error;
@@ -50,14 +51,17 @@ class ArgumentError : public Error {
 
 std::string c_field_name(const std::string& param);
 
-// The field compute names when it refuses one ("invalid request (PARAM): message", as
-// compute/server/rpc_server.cpp sends it), as the C structs name it; "" when none.
-std::string compute_field(const std::string& what) {
-  const size_t at = what.find("invalid request (");
-  if (at == std::string::npos) return "";
-  const size_t from = at + 17, end = what.find("): ", from);
-  return end == std::string::npos ? "" : c_field_name(what.substr(from, end - from));
+// The field compute names when it refuses one (a relayed Error's param, rpc_call), as the C
+// structs name it; "" when none. An Unavailable error's param names a process, not a field.
+std::string compute_field(const Error& e) {
+  if (!e.relayed() || e.kind() == ErrorKind::Unavailable || e.param().empty()) return "";
+  return c_field_name(e.param());
 }
+
+// Compute itself is gone: the connection to it failed here (rpc_call's Unavailable, not one
+// compute relayed such as "iod unavailable"), other than by a deadline (a stopped compute may
+// come back). From the error's kind and flags, never its text.
+bool compute_gone(const Error& e) { return e.kind() == ErrorKind::Unavailable && !e.relayed() && !e.unanswered(); }
 
 // The message of the current exception into g_error / g_field; returns its status.
 waste_status record_current_exception() {
@@ -74,11 +78,13 @@ waste_status record_current_exception() {
   } catch (const std::bad_alloc&) {
     g_error = "out of memory";
     return WASTE_ERROR_NO_MEMORY;
+  } catch (const Error& e) {
+    g_error = e.what();
+    g_field = compute_field(e);
+    return compute_gone(e) ? WASTE_ERROR_DISCONNECTED : WASTE_ERROR;
   } catch (const std::exception& e) {
     g_error = e.what();
-    g_field = compute_field(g_error);
-    // The client says so when compute disconnected (engine_client.cpp, rpc_call's "gone").
-    return g_error.find("went away") != std::string::npos ? WASTE_ERROR_DISCONNECTED : WASTE_ERROR;
+    return WASTE_ERROR;
   } catch (...) {
     g_error = "unknown error";
     return WASTE_ERROR;
