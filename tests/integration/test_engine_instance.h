@@ -60,8 +60,13 @@ class Instance {
     auto u = run_command(supervise() + " up " + model_ + " --run-dir " + run_ + " --budget " + budget + " " + extra);
     up_output_ = u.output;
     up_ok_ = u.status == 0;
-    // Registered whatever `up` said: a failed up may still have left a supervisor running.
-    teardown_ = register_teardown([down = supervise() + " down --run-dir " + run_] { run_command(down); });
+    // Registered whatever `up` said: a failed up may still have left a supervisor running. The
+    // temporary directory (model, run directory, logs) goes with it: ~TempDir does not run either.
+    teardown_ = register_teardown([down = supervise() + " down --run-dir " + run_, dir = dir_.path()] {
+      run_command(down);
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    });
   }
   ~Instance() {
     if (teardown_) unregister_teardown(teardown_);

@@ -8,9 +8,12 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/child_process.h"
@@ -210,4 +213,55 @@ TEST_CASE("liveness: `waste down` stops a supervisor that is still starting") {
   CHECK(up.wait_exit(30) == 1);
   CHECK_MESSAGE(up.err().find("stopped while starting") != std::string::npos, up.err());
   CHECK(eventually([&] { return ::kill(iod, 0) != 0; }, 10));  // its child is gone with it
+}
+
+namespace {
+
+// A process that has ended (a zombie nobody reaped yet counts as ended).
+bool ended(int pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), {});
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+}
+
+}  // namespace
+
+// Run only by the test below (doctest's --no-skip): an instance, its processes' pids on stdout,
+// then nothing until a signal ends the binary (tests/test_main.cpp's teardown).
+TEST_CASE("liveness helper: an instance that waits to be interrupted" * doctest::skip()) {
+  Instance inst;
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  std::ifstream f(inst.run_dir() + "/supervise.json");
+  const json st = json::parse(f, nullptr, false);
+  REQUIRE(!st.is_discarded());
+  std::string line = "READY " + inst.run_dir() + " " + std::to_string(st["supervisor_pid"].get<int>());
+  for (const char* name : {"iod", "compute"}) line += " " + std::to_string(inst.pid_of(name));
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  for (;;) ::pause();  // the signal's teardown exits the process
+}
+
+TEST_CASE("liveness: SIGTERM of a test binary mid-test stops its instance: no supervisor, child or directory left") {
+  // What meson test does on a timeout (SIGTERM) or Ctrl-C: the binary's destructors never run.
+  ChildProcess t({"/proc/self/exe", "--no-skip", "--test-case=liveness helper*"});
+  REQUIRE(t.started());
+  REQUIRE_MESSAGE(t.wait_for([&] { return t.out().find('\n', t.out().find("READY ")) != std::string::npos; }, 120),
+                  (t.out() + t.err()));
+  std::istringstream ready(t.out().substr(t.out().find("READY ") + 6));
+  std::string run;
+  int supervisor = -1, iod = -1, compute = -1;
+  ready >> run >> supervisor >> iod >> compute;
+  REQUIRE(supervisor > 0);
+  REQUIRE(iod > 0);
+  REQUIRE(compute > 0);
+  CHECK_FALSE(ended(supervisor));
+  t.signal(SIGTERM);
+  CHECK(t.wait_exit(60) == 128 + SIGTERM);  // exits as the signal would have, after the teardown
+  CHECK_MESSAGE(t.err().find("interrupted by signal") != std::string::npos, t.err());
+  // `down` waited for the processes; reaping by init may lag a moment (bounded poll).
+  for (int pid : {supervisor, iod, compute}) CHECK_MESSAGE(eventually([&] { return ended(pid); }, 10), "pid ", pid, " still running");
+  std::error_code ec;
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::path(run).parent_path(), ec));  // the instance's temporary directory
 }
