@@ -20,6 +20,7 @@
 #include "shared/plan/memory_plan.h"
 #include "compute/server/rpc_server.h"
 #include "shared/util/error.h"
+#include "shared/util/option_limits.h"
 #include "shared/util/run_dir.h"
 #include "shared/util/progress.h"
 #include "shared/util/timeline.h"
@@ -95,11 +96,16 @@ int main(int argc, char** argv) {
   app.add_option("--run-dir", run_dir, "run directory (compute.sock, lock; created 0700)")->required();
   app.add_option("--iod", so.iod_socket, "iod socket (default: <run-dir>/iod.sock when it exists)");
   app.add_flag("--no-iod", no_iod, "read experts in this process even when an iod runs in the run dir");
-  app.add_option("--ctx", so.context, "default session context in tokens (4096)");
-  app.add_option("--max-ctx", so.max_context, "largest session context a client may ask for (default: --ctx)");
-  app.add_option("--threads", threads, "compute threads (default: all cores, or WASTE_THREADS)");
-  app.add_option("--max-sessions", so.max_sessions, "open sessions at most (16)");
-  app.add_option("--max-queued", so.max_queued, "generate requests queued or running at most (32)");
+  namespace lim = waste::limits;
+  app.add_option("--ctx", so.context, "default session context in tokens (4096)")
+      ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
+  app.add_option("--max-ctx", so.max_context, "largest session context a client may ask for (default: --ctx)")
+      ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
+  app.add_option("--threads", threads, "compute threads (default: all cores, or WASTE_THREADS)")
+      ->check(CLI::Range(1, lim::kMaxThreads));
+  app.add_option("--max-sessions", so.max_sessions, "open sessions at most (16)")->check(CLI::Range(1, lim::kMaxSessions));
+  app.add_option("--max-queued", so.max_queued, "generate requests queued or running at most (32)")
+      ->check(CLI::Range(1, lim::kMaxQueued));
   app.add_option("--chunk", so.prefill_chunk, "prefill chunk in tokens when no session is decoding (128)")
       ->check(CLI::PositiveNumber);
   app.add_option("--image-patches", so.image_patches,
@@ -109,7 +115,8 @@ int main(int argc, char** argv) {
   app.add_option("--chunk-beside-decoders", so.prefill_chunk_beside_decoders,
                  "prefill chunk in tokens while other sessions decode (32)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--max-batch", so.max_batch, "sessions per forward step at most (0: every ready session; 1: unbatched)");
+  app.add_option("--max-batch", so.max_batch, "sessions per forward step at most (0: every ready session; 1: unbatched)")
+      ->check(CLI::Range(0, lim::kMaxBatch));
   app.add_option("--cache", so.in_process_cache_bytes, "in-process record cache bytes when there is no iod");
   std::string prompt_cache = "auto";
   app.add_option("--prompt-cache", prompt_cache,

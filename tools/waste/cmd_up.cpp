@@ -1,13 +1,16 @@
 // `waste up MODEL` / `waste down` / `waste status`: thin wrappers over the supervisor script
 // (tools/waste-supervise), which runs iod, compute and the HTTP front end of one instance.
 // `status` adds what only compute knows (sessions, tok/s, hit rate) through Engine RPC.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +20,7 @@
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/rpc_call.h"
 #include "shared/util/error.h"
+#include "shared/util/option_limits.h"
 #include "shared/util/progress.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/waste/commands.h"
@@ -40,33 +44,59 @@ std::string supervisor_path() {
   return "waste-supervise";
 }
 
-// Runs the supervisor with `args`, output passed through; returns its exit status.
-int run_supervisor(const std::vector<std::string>& args) {
+// Starts the supervisor with `args` as its argv (no shell: a run directory may hold any
+// character). With `actions`, its file descriptors are arranged so first.
+pid_t spawn_supervisor(const std::vector<std::string>& args, const posix_spawn_file_actions_t* actions) {
   std::vector<std::string> argv = {"python3", supervisor_path()};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   pid_t pid = -1;
-  require(::posix_spawnp(&pid, "python3", nullptr, nullptr, cargv.data(), environ) == 0,
-          "cannot start python3 " + supervisor_path());
+  const int err = ::posix_spawnp(&pid, "python3", actions, nullptr, cargv.data(), environ);
+  require(err == 0, "cannot start python3 " + supervisor_path() + ": " + std::strerror(err));
+  return pid;
+}
+
+int exit_status_of(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// Runs the supervisor with `args`, output passed through; returns its exit status.
+int run_supervisor(const std::vector<std::string>& args) { return exit_status_of(spawn_supervisor(args, nullptr)); }
+
+// Runs the supervisor with `args` and returns its standard output (its stderr passes through).
 std::string capture_supervisor(const std::vector<std::string>& args, int* status) {
-  std::string cmd = "python3 '" + supervisor_path() + "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  require(p != nullptr, "cannot run " + cmd);
+  int out_pipe[2];
+  require(::pipe2(out_pipe, O_CLOEXEC) == 0, std::string("status: pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);  // dup2 clears O_CLOEXEC
+  pid_t pid = -1;
+  try {
+    pid = spawn_supervisor(args, &actions);
+  } catch (...) {
+    ::posix_spawn_file_actions_destroy(&actions);
+    ::close(out_pipe[0]), ::close(out_pipe[1]);
+    throw;
+  }
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
   std::string out;
   std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int raw = ::pclose(p);
-  *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 1;
+  for (;;) {
+    const ssize_t n = ::read(out_pipe[0], buf.data(), buf.size());
+    if (n > 0) {
+      out.append(buf.data(), size_t(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(out_pipe[0]);
+  *status = exit_status_of(pid);
   return out;
 }
 
@@ -118,13 +148,15 @@ void register_up_commands(CLI::App& app) {
                  "else WASTE_API_KEY is passed through");
   up->add_option("--run-dir", o->run_dir, "Run directory (default: WASTE_RUN_DIR, $XDG_RUNTIME_DIR/waste, /tmp/waste-UID)");
   up->add_flag("--foreground", o->foreground, "Keep the supervisor attached (for service managers)");
-  up->add_option("--ctx", o->ctx, "Session context in tokens");
+  // 0 would mean "the default" below and be dropped without a word: refused instead.
+  up->add_option("--ctx", o->ctx, "Session context in tokens")->check(CLI::Range(1, int(limits::kMaxContextTokens)));
   up->add_option("--image-patches", o->image_patches,
                  "Patch budget per image (1024: at most 256 image tokens; each costs a text token's prefill)")
       ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
-  up->add_option("--threads", o->threads, "Compute threads");
-  up->add_option("--max-sessions", o->max_sessions, "Open sessions at most");
-  up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)");
+  up->add_option("--threads", o->threads, "Compute threads")->check(CLI::Range(1, limits::kMaxThreads));
+  up->add_option("--max-sessions", o->max_sessions, "Open sessions at most")->check(CLI::Range(1, limits::kMaxSessions));
+  up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)")
+      ->check(CLI::Range(0, limits::kMaxBatch));
   up->add_option("--iod-timeout", o->iod_timeout_ms, "ms compute waits for an answer of iod (10000)")
       ->check(CLI::Range(int64_t(1), int64_t(3'600'000)));
   up->add_option("--compute-timeout", o->compute_timeout_ms, "With --http: ms waste-serve waits for an answer of compute (10000)")
