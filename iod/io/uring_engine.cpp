@@ -119,15 +119,19 @@ class UringEngine final : public ReadEngine {
         inflight_[job->slot] = {*job, std::chrono::steady_clock::now(), true};
         ++in_flight_;
         ++submitted_;
+        reads_unsubmitted_ = true;
       }
       if (queue_.closed()) closing = true;
       if (closing && in_flight_ == 0) break;
       int r;
-      if (submitted_ >= faults_.fail_submit_after_reads &&
-          (faults_.abandon_in_flight || io_uring_sq_ready(&ring_) == 0)) {
-        r = -EIO;  // test hook: the ring dies once the reads prepared so far are submitted
+      if (submitted_ >= faults_.fail_submit_after_reads && (faults_.abandon_in_flight || !reads_unsubmitted_)) {
+        // Test hook: the ring dies once the reads prepared so far are submitted. (Not "the
+        // submission queue is empty": a re-armed wake read sits there, and waiting on it with
+        // the queue's jobs never taken would hang every client.)
+        r = -EIO;
       } else {
         r = io_uring_submit_and_wait(&ring_, 1);
+        if (r >= 0) reads_unsubmitted_ = false;
       }
       if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
         die(std::string("io_uring submit failed: ") + std::strerror(-r));
@@ -192,6 +196,7 @@ class UringEngine final : public ReadEngine {
   std::vector<InFlight> inflight_;  // per slot
   uint32_t in_flight_ = 0;
   uint64_t submitted_ = 0;
+  bool reads_unsubmitted_ = false;  // reads prepared since the last successful submit
   std::thread thread_;
 };
 

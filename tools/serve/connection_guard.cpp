@@ -243,7 +243,9 @@ extern "C" int accept(int fd, sockaddr* addr, socklen_t* len) {
 
 // Every close() of the process: a guarded connection's entry goes first, under the mutex the
 // watchdog shuts connections down with, so a reused fd number is never a stale entry's.
-extern "C" int close(int fd) noexcept {
+// Not noexcept: glibc declares close without __THROW (it is a cancellation point), and the
+// definition must match that declaration (clang enforces it).
+extern "C" int close(int fd) {
   waste::serve::State* s = g_state.load();
   if (s == nullptr) return waste::serve::real_close(fd);
   std::unique_lock<std::mutex> lock(s->mu);
