@@ -84,6 +84,16 @@ case "$sanitize" in
 esac
 
 if [ ! -f "$BUILD/build.ninja" ]; then
+  if [ -n "$sanitize" ]; then
+    # clang for the sanitizer builds: gcc's ASan+UBSan build of this tree took over two hours on
+    # 2 cores, clang's about 20 minutes (docs/LEARNED.md). CC/CXX of the caller win.
+    if [ -z "${CXX:-}" ] && ! command -v clang++ >/dev/null; then
+      SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+      echo "test.sh: installing clang for the sanitizer build"
+      $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang
+    fi
+    export CC=${CC:-clang} CXX=${CXX:-clang++}
+  fi
   meson setup "$BUILD" "${setup_args[@]}"
 fi
 # meson test's --no-rebuild skips the build here too (run what is built, e.g. a few tests while

@@ -158,8 +158,9 @@ TEST_CASE("the server renders the K3 cases with the same code: prompt tokens ove
   CHECK(b["usage"]["prompt_tokens"].get<int>() > a["usage"]["prompt_tokens"].get<int>() + 20);
 
   // What the server does not support is refused with 400 naming the field.
-  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+  for (const auto& [field_binding, value] : std::vector<std::pair<std::string, json>>{
            {"logit_bias", json::object({{"1", 2}})}, {"store", true}, {"n", 2}, {"modalities", json::array({"audio"})}}) {
+    const std::string& field = field_binding;  // clang 14 cannot capture a structured binding in a lambda
     json req = no_tools;
     req[field] = value;
     const Http h = post(base + "/v1/chat/completions", req.dump(), tmp.path());

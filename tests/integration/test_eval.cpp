@@ -172,7 +172,9 @@ TEST_CASE("VQ3R experts: logit error and top-1 agreement within bounds on every 
   TempDir tmp;
   const std::map<std::string, std::pair<double, size_t>> bounds = {
       {"kimi-linear", {0.41, 8}}, {"deepseek-v3", {0.34, 8}}, {"kimi-k3", {0.80, 7}}};
-  for (const auto& [name, bound] : bounds) {
+  for (const auto& entry : bounds) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& bound = entry.second;
     CAPTURE(name);
     const std::string dir = shared_dir() + "/fixtures/" + name, model = tmp / (name + ".waste");
     run_ok(waste_bin() + " convert " + dir + " --out " + model + " --trunk f32 --no-progress");

@@ -346,7 +346,8 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
   const std::vector<std::pair<std::string, Bytes>> bad = {
       {"truncated PNG", truncated}, {"wrong magic", gif}, {"zero bytes", {}},
       {"100000x100000 header", claims_huge}, {"decompression bomb", bomb_png()}};
-  for (const auto& [what, bytes] : bad) {
+  for (const auto& [what_binding, bytes] : bad) {
+    const std::string& what = what_binding;  // clang 14 cannot capture a structured binding in a lambda
     CAPTURE(what);
     for (bool stream : {false, true}) {
       CAPTURE(stream);
@@ -454,7 +455,7 @@ TEST_CASE("vision api: --image-dir lets image_url name files under it, and nothi
     CHECK(r.j()["usage"]["prompt_tokens_details"]["image_tokens"] == tokens);
   }
   const std::string link = "symbolic link", not_regular = "not a regular file";
-  for (const auto& [ref, says] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [ref_binding, says] : std::vector<std::pair<std::string, std::string>>{
            {dir + "/../images/sub/c.png", "'..'"},
            {"sub/../sub/c.png", "'..'"},
            {dir + "/link.png", link},  // a symbolic link to a file outside
@@ -471,6 +472,7 @@ TEST_CASE("vision api: --image-dir lets image_url name files under it, and nothi
            {dir + "/missing.png", "cannot open"},
            {std::string("file://otherhost") + dir + "/sub/c.png", "local absolute path"},
            {"file://" + dir + "/a%2", "%-escape"}}) {
+    const std::string& ref = ref_binding;  // clang 14 cannot capture a structured binding in a lambda
     CAPTURE(ref);
     const auto t0 = std::chrono::steady_clock::now();
     const Http r = post(url, chat_with({image_part(ref)}).dump(), outside.path());
@@ -697,10 +699,11 @@ TEST_CASE("vision api: the C API and the C++ client attach images; waste run --i
   CHECK_MESSAGE(stderr_text().find(std::to_string(image_tokens(700, 150, vf.patch, 64)) + " of them for 1 image") !=
                     std::string::npos, stderr_text());
   // Refusals name the file or the option.
-  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [args_binding, says] : std::vector<std::pair<std::string, std::string>>{
            {"'x' --image " + (tmp / "a.png"), "--image needs --chat"},
            {"'x' --chat --image " + (tmp / "missing.png"), tmp / "missing.png"},
            {"'x' --chat --image " + (tmp / "bad.png"), tmp / "bad.png"}}) {
+    const std::string& args = args_binding;  // clang 14 cannot capture a structured binding in a lambda
     CAPTURE(args);
     const auto r = run_command(waste_bin() + " run " + inst.model() + " " + args + " -n 2 --connect " + inst.run_dir());
     CHECK(r.status != 0);
