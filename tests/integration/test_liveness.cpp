@@ -132,6 +132,14 @@ TEST_CASE("liveness: a stopped compute fails requests and /health within the dea
   });
   waste::client::Client probe(inst.run_dir());
   REQUIRE(eventually([&] { return probe.stats()["engine"]["running"].get<int>() == 1; }, 30));
+  // Running is not yet streaming (a slow build takes seconds for the gated steps): the client
+  // must have its first text before compute stops, or "it had begun" is a race. curl -N writes
+  // what arrives to out.txt at once.
+  const std::string streamed_so_far = tmp2 / "out.txt";
+  REQUIRE(eventually([&] {
+    std::ifstream f(streamed_so_far, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {}).find("\"text\":") != std::string::npos;
+  }, 60));
   {
     Stopped stop(inst.pid_of("compute"));
     client.join();
