@@ -2,7 +2,7 @@
 // processes: a stopped iod or compute fails the requests that need it within the deadline and
 // /health says which part is down; running again, the instance serves as before; the
 // supervisor kills and restarts a child that answers nothing; `waste down` stops a supervisor
-// that is still starting.
+// that is still starting, and so does a Ctrl-C of that `up`.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -272,4 +272,34 @@ TEST_CASE("liveness: SIGTERM of a test binary mid-test stops its instance: no su
   for (int pid : {supervisor, iod, compute}) CHECK_MESSAGE(eventually([&] { return ended(pid); }, 10), "pid ", pid, " still running");
   std::error_code ec;
   CHECK_FALSE(std::filesystem::exists(std::filesystem::path(run).parent_path(), ec));  // the instance's temporary directory
+}
+
+TEST_CASE("liveness: Ctrl-C of `waste up` while it starts stops the instance: no supervisor or child left") {
+  // Before: a traceback, and the daemon went on starting in the background.
+  TempDir dir;
+  const std::string model = dir / "tiny.waste", run = dir / "run";
+  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  const std::string slow = dir / "slow-iod";  // never answers: `up` is still waiting when interrupted
+  std::ofstream(slow) << "#!/bin/sh\nexec sleep 300\n";
+  ::chmod(slow.c_str(), 0700);
+  ChildProcess up({"python3", env_or("WASTE_SUPERVISE", "tools/waste-supervise"), "up", model, "--run-dir", run},
+                  {{"WASTE_IOD", slow}});
+  int supervisor = -1, iod = -1;
+  REQUIRE(up.wait_for([&] {
+    std::ifstream f(run + "/supervise.json");
+    const json st = json::parse(f, nullptr, false);
+    if (!st.is_discarded()) {
+      supervisor = st.value("supervisor_pid", -1);
+      for (const auto& c : st["children"])
+        if (c["name"] == "iod" && c["pid"].is_number_integer()) iod = c["pid"].get<int>();
+    }
+    return supervisor > 0 && iod > 0;
+  }, 30));
+  up.signal(SIGINT);  // what a terminal's Ctrl-C sends it (the daemon has a session of its own)
+  CHECK(up.wait_exit(60) == 130);
+  CHECK_MESSAGE(up.err().find("interrupted") != std::string::npos, up.err());
+  CHECK_MESSAGE(up.err().find("Traceback") == std::string::npos, up.err());
+  for (int pid : {supervisor, iod}) CHECK_MESSAGE(eventually([&] { return ended(pid); }, 10), "pid ", pid, " still running");
+  CHECK(run_command(Instance::supervise() + " status --run-dir " + run).status == 3);
+  CHECK_FALSE(std::filesystem::exists(run + "/supervise.json"));
 }
