@@ -168,8 +168,9 @@ def stream(port, prompt, max_tokens, timeout=60.0, source="127.0.0.1"):
       ("error", why)         a clean error: an HTTP error object, or an error event before [DONE]
       ("connection", why)    refused, reset or cut under the client (no clean error reached it):
                              what a client gets while waste-serve is down or killed under it
-      ("truncated", why)     the stream ended without [DONE], or a non-200 without an error object
-      ("malformed", why)     a body or event that is not the JSON the API promises
+      ("truncated", why)     the stream ended without [DONE]
+      ("malformed", why)     a body or event that is not the JSON the API promises (a non-200
+                             whose whole body came but holds no error object, too)
       ("hung", why)          no end within `timeout` seconds in all (not per read)
     source: the client's loopback address (127.0.0.0/8; waste-serve bounds connections per address)."""
     deadline = time.monotonic() + timeout
@@ -195,7 +196,7 @@ def stream(port, prompt, max_tokens, timeout=60.0, source="127.0.0.1"):
             try:
                 j = json.loads(body or b"{}")
                 if not isinstance(j, dict) or "error" not in j:
-                    return "truncated", "HTTP %d without an error object: %r" % (r.status, body[:200])
+                    return "malformed", "HTTP %d without an error object: %r" % (r.status, body[:200])
                 return "error", "HTTP %d %s" % (r.status, j["error"].get("code"))
             except (ValueError, AttributeError, TypeError) as e:
                 return "malformed", "HTTP %d body %r (%s)" % (r.status, body[:200], e)
