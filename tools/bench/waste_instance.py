@@ -119,6 +119,21 @@ def completion_body(prompt, max_tokens, stream):
                        "stream": stream})
 
 
+def send_and_answer(c, body):
+    """POSTs a completion and returns the response. A server may answer and close before it has
+    read the request (waste-serve's refusal of a connection over its per-address bound): the
+    send then fails with EPIPE or a reset, but the answer it sent may still be there to read,
+    and it is the server's word, so it is read; the send's error is raised only when it is not."""
+    try:
+        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    except (BrokenPipeError, ConnectionResetError) as e:
+        try:
+            return c.getresponse()
+        except (ConnectionError, http.client.HTTPException, OSError):
+            raise e
+    return c.getresponse()
+
+
 def complete(port, prompt, max_tokens, timeout=60.0):
     """A non-streamed /v1/completions: (status, text or the error's message). Status 0 when there
     is no valid answer (no connection, a cut or malformed body, no end within `timeout` seconds
@@ -126,9 +141,7 @@ def complete(port, prompt, max_tokens, timeout=60.0):
     t0 = time.monotonic()
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        c.request("POST", "/v1/completions", completion_body(prompt, max_tokens, False),
-                  {"Content-Type": "application/json"})
-        r = c.getresponse()
+        r = send_and_answer(c, completion_body(prompt, max_tokens, False))
         body = r.read()
         if time.monotonic() - t0 > timeout:
             return 0, "hung: the answer took %.1f s (bound %.0f s)" % (time.monotonic() - t0, timeout)
@@ -186,10 +199,8 @@ def stream(port, prompt, max_tokens, timeout=60.0, source="127.0.0.1"):
     try:
         c.connect()
         sock = c.sock  # kept: the connection forgets it when the response says it closes
-        c.request("POST", "/v1/completions", completion_body(prompt, max_tokens, True),
-                  {"Content-Type": "application/json"})
         sock.settimeout(left())
-        r = c.getresponse()
+        r = send_and_answer(c, completion_body(prompt, max_tokens, True))
         if r.status != 200:
             sock.settimeout(left())
             body = r.read()
