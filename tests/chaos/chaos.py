@@ -38,6 +38,7 @@ MAX_TOKENS = 24
 HANG_SECONDS = 60.0  # a request with no end after this long in all is hung (the deadlines are ~1.5 s)
 RECOVER_SECONDS = 120.0  # the victim back and /health 200 after a fault, at most
 NAMES = ("iod", "compute", "serve")
+PRINTED_PROBLEMS = 40  # the text report's share of them (one a request can be thousands)
 # Outcomes that only a fault of waste-serve itself explains: nobody is left to send an error.
 CUT = ("connection", "truncated")
 
@@ -211,7 +212,8 @@ def main(argv):
             how = rng.choice(["kill", "stop"])
             pid = current_child(victim)
             if not pid:
-                problems.append("fault %d: %s is not running although the instance recovered" % (n, victim))
+                problems.append("fault %d: no running %s to hit (supervise.json names no live child of the "
+                                "supervisor)" % (n, victim))
                 break
             fault = {"victim": victim, "how": how, "pid": pid, "t0": time.monotonic(), "t1": None,
                      "recovered": None, "died": how == "kill"}
@@ -383,8 +385,10 @@ def main(argv):
                   report["max_request_s"]))
         print("chaos: errors by kind: %s" % ", ".join("%s %d" % kv for kv in sorted(kinds.items())))
         print("chaos: restarts %s, wedged kills %s" % (restarts, wedged))
-        for p in problems:
+        for p in problems[:PRINTED_PROBLEMS]:
             print("chaos: PROBLEM: %s" % p)
+        if len(problems) > PRINTED_PROBLEMS:
+            print("chaos: PROBLEM: ... and %d more (--json lists them all)" % (len(problems) - PRINTED_PROBLEMS))
     if not problems and not args.keep:
         inst.remove()
     else:
