@@ -109,7 +109,7 @@ def main(argv):
     ap.add_argument("--gap", type=positive_seconds, default=1.0,
                     help="mean seconds from a recovered instance to the next fault (1.0)")
     ap.add_argument("--hang-seconds", type=positive_seconds, default=HANG_SECONDS,
-                    help="a request with no end after this long in all is hung (%.0f)" % HANG_SECONDS)
+                    help="a request with no end after this long in all is hung (%g)" % HANG_SECONDS)
     ap.add_argument("--json", action="store_true", help="the report as one JSON object")
     ap.add_argument("--keep", action="store_true", help="keep the run directory and logs even when all went well")
     args = ap.parse_args(argv)
@@ -244,7 +244,7 @@ def main(argv):
             t.join(max(0.0, deadline - time.monotonic()))
             if t.is_alive():
                 counts["hung"] += 1
-                problems.append("client %d did not end within %.0f s of the end of the faults: a request hung "
+                problems.append("client %d did not end within %g s of the end of the faults: a request hung "
                                 "past every deadline" % (i, hang + 30))
             elif i not in finished:
                 problems.append("client %d died" % i)
@@ -257,7 +257,7 @@ def main(argv):
             if status != 200 or text != reference[p]:
                 problems.append("after the faults, %r gave %s %r (alone: %r)" % (p, status, text, reference[p]))
             elif time.monotonic() - t0 > hang:
-                problems.append("after the faults, %r took %.1f s (bound %.0f s)" % (p, time.monotonic() - t0, hang))
+                problems.append("after the faults, %r took %.1f s (bound %g s)" % (p, time.monotonic() - t0, hang))
         st = inst.state()
         for n in NAMES:
             current_child(n)
@@ -330,7 +330,7 @@ def main(argv):
         took = req["end"] - req["start"]
         if o == "hung" or took > hang:
             counts["hung"] += 1
-            problems.append("%r hung: %.1f s (bound %.0f s): %s %s" % (p, took, hang, o, d))
+            problems.append("%r hung: %.1f s (bound %g s): %s %s" % (p, took, hang, o, d))
         elif o == "ok" and d == reference[p]:
             counts["completed"] += 1
         elif o == "ok":

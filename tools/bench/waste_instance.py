@@ -144,7 +144,7 @@ def complete(port, prompt, max_tokens, timeout=60.0):
         r = send_and_answer(c, completion_body(prompt, max_tokens, False))
         body = r.read()
         if time.monotonic() - t0 > timeout:
-            return 0, "hung: the answer took %.1f s (bound %.0f s)" % (time.monotonic() - t0, timeout)
+            return 0, "hung: the answer took %.1f s (bound %g s)" % (time.monotonic() - t0, timeout)
         try:
             j = json.loads(body)
             if r.status == 200:
@@ -153,7 +153,7 @@ def complete(port, prompt, max_tokens, timeout=60.0):
         except (ValueError, KeyError, IndexError, TypeError) as e:
             return 0, "malformed: HTTP %d body %r (%s: %s)" % (r.status, body[:200], type(e).__name__, e)
     except TimeoutError:
-        return 0, "hung: no byte for %.0f s" % timeout
+        return 0, "hung: no byte for %g s" % timeout
     except (ConnectionError, http.client.HTTPException, OSError) as e:
         return 0, "connection %s: %s" % (type(e).__name__, e)
     finally:
@@ -233,10 +233,10 @@ def stream(port, prompt, max_tokens, timeout=60.0, source="127.0.0.1"):
             else:
                 text += value
     except TimeoutError:
-        return "hung", "no end within %.0f s (after %r)" % (timeout, text)
+        return "hung", "no end within %g s (after %r)" % (timeout, text)
     except (ConnectionError, http.client.HTTPException, OSError) as e:
         if time.monotonic() > deadline:
-            return "hung", "no end within %.0f s: %s" % (timeout, e)
+            return "hung", "no end within %g s: %s" % (timeout, e)
         return "connection", "connection %s" % type(e).__name__
     finally:
         c.close()

@@ -104,7 +104,7 @@ def main(argv):
                 counts["requests"] += 1
                 if outcome == "hung" or took > hang:
                     counts["hung"] += 1
-                    errors.append("hung: %.1f s (bound %.0f s): %s: %s" % (took, hang, outcome, detail))
+                    errors.append("hung: %.1f s (bound %g s): %s: %s" % (took, hang, outcome, detail))
                 elif outcome == "ok":
                     latencies.append(took)
                 else:
@@ -129,7 +129,7 @@ def main(argv):
             if t.is_alive():
                 with lock:
                     counts["hung"] += 1
-                problems.append("client %d did not end within %.0f s of the end of the run: a request hung past "
+                problems.append("client %d did not end within %g s of the end of the run: a request hung past "
                                 "every deadline" % (i, hang + 30))
             elif i not in finished:
                 problems.append("client %d died" % i)
@@ -185,7 +185,7 @@ def main(argv):
     if counts["requests"] == 0:
         problems.append("no request was made")
     if errors:
-        problems.append("%d requests failed (the first: %s)" % (len(errors), errors[0]))
+        problems.append("%d requests failed (the first: %s)" % (len(errors), errors[0].splitlines()[0]))
     if down.returncode != 0:
         problems.append("waste down failed: %s" % down.stderr)
     report = {"sessions": args.sessions, "minutes": args.minutes, "requests": counts["requests"],
@@ -196,7 +196,7 @@ def main(argv):
     if args.json:
         print(json.dumps(report))
     else:
-        print("soak: %d sessions, %.1f min: %d requests, %d errors (%d hung), latency p50 %.3f s, p99 %.3f s, "
+        print("soak: %d sessions, %.1f min: %d requests, %d errors, %d hung, latency p50 %.3f s, p99 %.3f s, "
               "max %.3f s" % (args.sessions, args.minutes, report["requests"], report["errors"], report["hung"],
                               report["p50_s"], report["p99_s"], report["max_s"]))
         print("| process | pid | RSS at start | after warm-up | at end | max | growth after warm-up | samples |")
