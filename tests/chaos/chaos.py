@@ -149,12 +149,14 @@ def main(argv):
         return None
 
     def recover(fault):
-        """Waits for the instance to serve again after `fault`: the victim runs (a new pid if
-        the old one died) and /health is 200. The time then, None after RECOVER_SECONDS."""
+        """Waits for the instance to serve again after `fault`: the victim runs (a new pid after
+        a kill: a killed process is not gone at once, it is still in the state file until the
+        supervisor reaps it, and /health may still say 200 from before) and /health is 200.
+        (The time then, the victim's pid), (None, None) after RECOVER_SECONDS."""
         deadline = time.monotonic() + RECOVER_SECONDS
         while time.monotonic() < deadline:
             pid = current_child(fault["victim"])
-            if pid and inst.healthy():
+            if pid and not (fault["how"] == "kill" and pid == fault["pid"]) and inst.healthy():
                 return time.monotonic(), pid
             time.sleep(0.2)  # polling the supervisor's state file and /health
         return None, None
@@ -211,9 +213,15 @@ def main(argv):
             victim = rng.choice(list(NAMES))
             how = rng.choice(["kill", "stop"])
             pid = current_child(victim)
+            wait_until = time.monotonic() + 30
+            while not pid and time.monotonic() < wait_until:
+                # Not expected after recover(); a death of its own in between is reported by
+                # the restart checks.
+                time.sleep(0.2)  # polling the supervisor's state file
+                pid = current_child(victim)
             if not pid:
-                problems.append("fault %d: no running %s to hit (supervise.json names no live child of the "
-                                "supervisor)" % (n, victim))
+                problems.append("fault %d: no running %s to hit for 30 s (supervise.json names no live child of "
+                                "the supervisor)" % (n, victim))
                 break
             fault = {"victim": victim, "how": how, "pid": pid, "t0": time.monotonic(), "t1": None,
                      "recovered": None, "died": how == "kill"}
