@@ -38,6 +38,18 @@ def alive(pid):
         return True
 
 
+def proc_stat(pid):
+    """(state, ppid, starttime) of a process from /proc/PID/stat, None when there is none. The
+    start time (clock ticks since boot) tells a process from a later one that got its pid."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()  # the fields after the command name, from field 3 on
+    return rest[0], int(rest[1]), int(rest[19])
+
+
 def rss_bytes(pid):
     """Resident set size of a process (VmRSS), 0 when it is gone."""
     try:
@@ -107,58 +119,124 @@ def completion_body(prompt, max_tokens, stream):
                        "stream": stream})
 
 
+def send_and_answer(c, body):
+    """POSTs a completion and returns the response. A server may answer and close before it has
+    read the request (waste-serve's refusal of a connection over its per-address bound): the
+    send then fails with EPIPE or a reset, but the answer it sent may still be there to read,
+    and it is the server's word, so it is read; the send's error is raised only when it is not."""
+    try:
+        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    except (BrokenPipeError, ConnectionResetError) as e:
+        try:
+            return c.getresponse()
+        except (ConnectionError, http.client.HTTPException, OSError):
+            raise e
+    return c.getresponse()
+
+
 def complete(port, prompt, max_tokens, timeout=60.0):
-    """A non-streamed /v1/completions: (status, text or the error's message)."""
+    """A non-streamed /v1/completions: (status, text or the error's message). Status 0 when there
+    is no valid answer (no connection, a cut or malformed body, no end within `timeout` seconds
+    in all): the text says why."""
+    t0 = time.monotonic()
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        c.request("POST", "/v1/completions", completion_body(prompt, max_tokens, False),
-                  {"Content-Type": "application/json"})
-        r = c.getresponse()
-        j = json.loads(r.read())
-        if r.status == 200:
-            return 200, j["choices"][0]["text"]
-        return r.status, j["error"]["message"]
+        r = send_and_answer(c, completion_body(prompt, max_tokens, False))
+        body = r.read()
+        if time.monotonic() - t0 > timeout:
+            return 0, "hung: the answer took %.1f s (bound %g s)" % (time.monotonic() - t0, timeout)
+        try:
+            j = json.loads(body)
+            if r.status == 200:
+                return 200, j["choices"][0]["text"]
+            return r.status, j["error"]["message"]
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            return 0, "malformed: HTTP %d body %r (%s: %s)" % (r.status, body[:200], type(e).__name__, e)
+    except TimeoutError:
+        return 0, "hung: no byte for %g s" % timeout
+    except (ConnectionError, http.client.HTTPException, OSError) as e:
+        return 0, "connection %s: %s" % (type(e).__name__, e)
     finally:
         c.close()
 
 
+def event_text(data):
+    """The text of one completion event (the bytes after "data: "), or ("error", code) for an
+    error event; raises ValueError for anything else."""
+    try:
+        j = json.loads(data)
+        if "error" in j:
+            return "error", j["error"].get("code")
+        text = j["choices"][0]["text"]
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        raise ValueError("%s %s" % (type(e).__name__, e))
+    if not isinstance(text, str):
+        raise ValueError("text is %s" % type(text).__name__)
+    return "text", text
+
+
 def stream(port, prompt, max_tokens, timeout=60.0, source="127.0.0.1"):
-    """A streamed /v1/completions: ("ok", text) | ("error", why) | ("hung", why) | ("truncated", why).
-    A refused or reset connection is an error (waste-serve itself was down): clear to a client.
+    """A streamed /v1/completions, one of
+      ("ok", text)           the stream ended with [DONE] and had no error event
+      ("error", why)         a clean error: an HTTP error object, or an error event before [DONE]
+      ("connection", why)    refused, reset or cut under the client (no clean error reached it):
+                             what a client gets while waste-serve is down or killed under it
+      ("truncated", why)     the stream ended without [DONE]
+      ("malformed", why)     a body or event that is not the JSON the API promises (a non-200
+                             whose whole body came but holds no error object, too)
+      ("hung", why)          no end within `timeout` seconds in all (not per read)
     source: the client's loopback address (127.0.0.0/8; waste-serve bounds connections per address)."""
-    t0 = time.time()
+    deadline = time.monotonic() + timeout
+
+    def left():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        return remaining
+
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
     text = ""
     try:
-        c.request("POST", "/v1/completions", completion_body(prompt, max_tokens, True),
-                  {"Content-Type": "application/json"})
-        r = c.getresponse()
+        c.connect()
+        sock = c.sock  # kept: the connection forgets it when the response says it closes
+        sock.settimeout(left())
+        r = send_and_answer(c, completion_body(prompt, max_tokens, True))
         if r.status != 200:
-            j = json.loads(r.read() or b"{}")
-            if "error" not in j:
-                return "truncated", "HTTP %d without an error object" % r.status
-            return "error", "HTTP %d %s" % (r.status, j["error"].get("code"))
+            sock.settimeout(left())
+            body = r.read()
+            try:
+                j = json.loads(body or b"{}")
+                if not isinstance(j, dict) or "error" not in j:
+                    return "malformed", "HTTP %d without an error object: %r" % (r.status, body[:200])
+                return "error", "HTTP %d %s" % (r.status, j["error"].get("code"))
+            except (ValueError, AttributeError, TypeError) as e:
+                return "malformed", "HTTP %d body %r (%s)" % (r.status, body[:200], e)
         error = None
         while True:
+            sock.settimeout(left())
             line = r.readline()
-            if not line:
-                return "truncated", "the stream ended without [DONE] after %r" % text
+            if not line.endswith(b"\n"):  # the end of the stream, maybe in the middle of a line
+                return "truncated", "the stream ended without [DONE] after %r%s" % (
+                    text, " (and a cut line %r)" % line[:200] if line else "")
             line = line.strip()
             if not line.startswith(b"data: "):
                 continue
             data = line[6:]
             if data == b"[DONE]":
                 return ("error", error) if error else ("ok", text)
-            j = json.loads(data)
-            if "error" in j:
-                error = "event %s" % j["error"].get("code")
+            try:
+                kind, value = event_text(data)
+            except ValueError as e:
+                return "malformed", "event %r (%s) after %r" % (data[:200], e, text)
+            if kind == "error":
+                error = "event %s" % value
             else:
-                text += j["choices"][0]["text"]
+                text += value
     except TimeoutError:
-        return "hung", "no byte for %.0f s" % timeout
+        return "hung", "no end within %g s (after %r)" % (timeout, text)
     except (ConnectionError, http.client.HTTPException, OSError) as e:
-        if time.time() - t0 > timeout:
-            return "hung", str(e)
-        return "error", "connection %s" % type(e).__name__
+        if time.monotonic() > deadline:
+            return "hung", "no end within %g s: %s" % (timeout, e)
+        return "connection", "connection %s" % type(e).__name__
     finally:
         c.close()
