@@ -218,6 +218,24 @@ TEST_CASE("serve: one client address gets at most --max-connections-per-client c
   CHECK(curl(serve.base() + "/health", tmp.path(), "", "", "127.0.0.3").status == 200);
   const Http m = curl(serve.base() + "/metrics", tmp.path());
   CHECK(metric(m.body, "waste_http_connections_refused_total") == 1);
+  // A refused client that sends its request after the refusal came (as http.client does:
+  // headers, then the body) can still send it and read the 503: the server reads what it sends
+  // before closing. A close with the request arriving later answers it with a reset, and the
+  // client's next send fails (EPIPE) before it has read why.
+  {
+    const int late = connect_from("127.0.0.2", serve.port);
+    REQUIRE(late >= 0);
+    pollfd in{late, POLLIN, 0};
+    REQUIRE(::poll(&in, 1, 5000) == 1);  // the 503 has come
+    REQUIRE(send_all(late, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n"));
+    pollfd reset{late, 0, 0};
+    // No reset comes back within 0.5 s (on loopback one takes microseconds: a window, not a sync).
+    CHECK(::poll(&reset, 1, 500) == 0);
+    CHECK(send_all(late, "{}"));
+    const std::string r = read_to_close(late, 5);
+    ::close(late);
+    CHECK_MESSAGE(r.find("HTTP/1.1 503") == 0, r);
+  }
   // Once they close, the address is served again (its count went down with each close).
   for (int fd : held) ::close(fd);
   Http again;

@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace waste::serve {
 namespace {
@@ -31,13 +33,26 @@ struct Conn {
   bool armed = false;
 };
 
+// A refused connection stays open for reading a moment after its 503 (a "lingering close"):
+// closing it with the client's request unread, or with the request still on its way, makes the
+// kernel answer with a reset, and the client's next send fails (EPIPE) before it reads why.
+// Bounded: beyond kMaxLingering a refused connection is closed at once.
+constexpr size_t kMaxLingering = 64;
+constexpr auto kLinger = std::chrono::seconds(2);
+struct Lingering {
+  int fd;
+  Clock::time_point until;
+};
+
 struct State {
+  State() { lingering.reserve(kMaxLingering); }
   int listen_fd = -1;
   GuardOptions options;
   std::mutex mu;  // conns and per_client; close() and the watchdog's shutdown() hold it
   std::condition_variable wake;
   std::unordered_map<int, Conn> conns;
   std::unordered_map<std::string, size_t> per_client;
+  std::vector<Lingering> lingering;  // refused connections drained until the peer closes (under mu)
   std::atomic<uint64_t> refused{0}, timed_out{0};
   std::atomic<int64_t> last_refusal_log{0};
 };
@@ -92,6 +107,19 @@ bool admit(State& s, int fd, const std::string& client) {
   return true;
 }
 
+// Reads and drops what the peer sent so far, without blocking; true when it is done sending
+// (end of stream or an error). At most 64 KiB a call: a flood cannot hold the caller.
+bool drain(int fd) {
+  char buf[4096];
+  for (int i = 0; i < 16; ++i) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n == 0) return true;
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  }
+  return false;
+}
+
 void refuse(State& s, int fd, const std::string& client) {
   ++s.refused;
   send_short(fd, 503, "Service Unavailable",
@@ -99,7 +127,16 @@ void refuse(State& s, int fd, const std::string& client) {
                  std::to_string(s.options.max_connections_per_client) + ")",
              "too_many_connections");
   ::shutdown(fd, SHUT_WR);
-  real_close(fd);
+  bool closed_now = drain(fd);
+  if (!closed_now) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.lingering.size() < kMaxLingering) {
+      s.lingering.push_back({fd, Clock::now() + kLinger});  // the watchdog drains and closes it
+    } else {
+      closed_now = true;
+    }
+  }
+  if (closed_now) real_close(fd);
   // One line a second at most: a flood of refusals must not become a flood of log lines.
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count();
   int64_t last = s.last_refusal_log.load();
@@ -116,13 +153,23 @@ void retire(State& s, std::unordered_map<int, Conn>::iterator it) {
 }
 
 // Shuts down the connections whose request was not read in time; httplib's worker then sees the
-// end of the stream and closes the connection itself (the fd stays httplib's to close).
+// end of the stream and closes the connection itself (the fd stays httplib's to close). Also
+// drains and closes the refused connections that linger.
 void watchdog(State& s) {
   std::unique_lock<std::mutex> lock(s.mu);
   for (;;) {
     // A tenth of a second is precise enough for deadlines of seconds, and cheap.
     s.wake.wait_for(lock, std::chrono::milliseconds(100));
     const auto now = Clock::now();
+    for (size_t i = 0; i < s.lingering.size();) {
+      if (drain(s.lingering[i].fd) || s.lingering[i].until <= now) {
+        real_close(s.lingering[i].fd);
+        s.lingering[i] = s.lingering.back();
+        s.lingering.pop_back();
+      } else {
+        ++i;
+      }
+    }
     for (auto& [fd, c] : s.conns) {
       if (!c.armed || c.deadline > now) continue;
       c.armed = false;
