@@ -20,7 +20,6 @@ Python 3 standard library only.
 
 import argparse
 import json
-import math
 import os
 import random
 import re
@@ -31,7 +30,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
-from waste_instance import Instance, complete, proc_stat, stream  # noqa: E402
+from waste_instance import Instance, complete, proc_stat, stream, positive_int, positive_number  # noqa: E402
 
 PROMPTS = ["Hello", "The cat sat on", "Once upon a time", "1, 2, 3,", "Why is the sky", "Tell me about"]
 MAX_TOKENS = 24
@@ -41,26 +40,6 @@ NAMES = ("iod", "compute", "serve")
 PRINTED_PROBLEMS = 40  # the text report's share of them (one a request can be thousands)
 # Outcomes that only a fault of waste-serve itself explains: nobody is left to send an error.
 CUT = ("connection", "truncated")
-
-
-def positive_int(s):
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not an integer: %r" % s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be positive, not %r" % s)
-    return v
-
-
-def positive_seconds(s):
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number: %r" % s)
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError("must be a positive, finite number of seconds, not %r" % s)
-    return v
 
 
 def instance_segments(run_dir):
@@ -106,9 +85,9 @@ def main(argv):
     ap.add_argument("--faults", type=positive_int, default=20, help="faults to inject (20)")
     ap.add_argument("--clients", type=positive_int, default=4, help="concurrent streaming clients (4)")
     ap.add_argument("--seed", type=int, default=1, help="random seed of the fault schedule (1)")
-    ap.add_argument("--gap", type=positive_seconds, default=1.0,
+    ap.add_argument("--gap", type=positive_number, default=1.0,
                     help="mean seconds from a recovered instance to the next fault (1.0)")
-    ap.add_argument("--hang-seconds", type=positive_seconds, default=HANG_SECONDS,
+    ap.add_argument("--hang-seconds", type=positive_number, default=HANG_SECONDS,
                     help="a request with no end after this long in all is hung (%g)" % HANG_SECONDS)
     ap.add_argument("--json", action="store_true", help="the report as one JSON object")
     ap.add_argument("--keep", action="store_true", help="keep the run directory and logs even when all went well")

@@ -25,6 +25,8 @@ import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "bench"))
+from waste_instance import read_state  # noqa: E402  (supervise.json as the harnesses read it)
 SUPERVISE = os.path.abspath(os.environ.get("WASTE_SUPERVISE") or os.path.join(HERE, "..", "..", "tools", "waste-supervise"))
 
 # A stand-in for waste-iod and waste-compute (by the name it is called as): binds
@@ -167,11 +169,7 @@ class Base(unittest.TestCase):
         return self.sup("up", self.model, "--run-dir", self.run_dir, *extra, env=env, timeout=120)
 
     def state(self):
-        try:
-            with open(os.path.join(self.run_dir, "supervise.json")) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
+        return read_state(self.run_dir)
 
     def pid_of(self, name):
         st = self.state()

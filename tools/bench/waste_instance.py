@@ -3,13 +3,46 @@ with waste-serve in a temporary directory, OpenAI-style requests to it, and `was
 Binaries come from $WASTE_BIN and $WASTE_SUPERVISE (the supervisor finds the others), as in the
 integration tests. Python 3 standard library only."""
 
+import argparse
 import http.client
 import json
+import math
 import os
 import socket
 import subprocess
 import tempfile
 import time
+
+
+
+def read_state(run_dir):
+    """The supervisor's supervise.json of run_dir, or None while there is none (or it is being
+    replaced)."""
+    try:
+        with open(os.path.join(run_dir, "supervise.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+# argparse types of the harnesses' command lines (chaos, soak): an error names the value.
+def positive_int(s):
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not an integer: %r" % s)
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be positive, not %r" % s)
+    return v
+
+
+def positive_number(s):
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % s)
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError("must be a positive, finite number, not %r" % s)
+    return v
 
 
 def supervise():
@@ -78,11 +111,7 @@ class Instance:
             raise RuntimeError("waste up failed: %s%s" % (up.stdout, up.stderr))
 
     def state(self):
-        try:
-            with open(os.path.join(self.run_dir, "supervise.json")) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
+        return read_state(self.run_dir)
 
     def pids(self):
         st = self.state() or {"children": []}

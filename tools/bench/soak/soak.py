@@ -12,7 +12,6 @@ p50/p99 request latency and an RSS table. Not in CI (it runs for minutes): a ben
 
 import argparse
 import json
-import math
 import os
 import random
 import sys
@@ -21,7 +20,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from waste_instance import Instance, rss_bytes, stream  # noqa: E402
+from waste_instance import Instance, rss_bytes, stream, positive_int, positive_number  # noqa: E402
 
 PROMPTS = ["Hello", "The cat sat on", "Once upon a time", "1, 2, 3,", "Why is the sky", "Tell me about"]
 NAMES = ("iod", "compute", "serve")
@@ -35,26 +34,6 @@ def percentile(xs, q):
         return 0.0
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
-def positive_int(s):
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not an integer: %r" % s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be positive, not %r" % s)
-    return v
-
-
-def positive_number(s):
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number: %r" % s)
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError("must be a positive, finite number, not %r" % s)
-    return v
 
 
 def main(argv):
