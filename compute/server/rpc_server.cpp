@@ -13,6 +13,7 @@
 #include <map>
 
 #include "compute/server/request_decode.h"
+#include "compute/server/token_mailbox.h"
 #include "proto/engine.capnp.h"
 #include "shared/chat/render.h"
 #include "shared/ipc/rpc_error.h"
@@ -29,24 +30,47 @@ kj::Exception failure(const std::string& message, ErrorKind kind = ErrorKind::In
                        kj::str(ipc::encode_error(kind, param, message).c_str()));
 }
 
-// waste::Error (bad input, a refused limit) keeps its kind across the call. A request field at
-// fault reads "invalid request (PARAM): message" for people (and the C API's older parsers).
-template <typename F>
-kj::Promise<void> guarded(F&& f) {
+// The RPC error of a failure. waste::Error (bad input, a refused limit) keeps its kind across
+// the call. A request field at fault reads "invalid request (PARAM): message" for people (and
+// the C API's older parsers). An RPC error (kj::Exception) stays what it is.
+kj::Exception rpc_failure(std::exception_ptr thrown) {
   try {
-    return f();
+    std::rethrow_exception(thrown);
   } catch (const chat::RequestError& e) {
     return failure("invalid request (" + e.param + "): " + e.what(), ErrorKind::InvalidRequest, e.param);
   } catch (const Error& e) {
     return failure(e.what(), e.kind(), e.param());
   } catch (const std::exception& e) {
     return failure(e.what());
+  } catch (kj::Exception& e) {
+    return kj::mv(e);
+  } catch (...) {
+    return failure("unknown error");
   }
 }
 
-// A failure the worker handed back (EngineService's control calls), as guarded() reports it.
-kj::Promise<void> rethrown(std::exception_ptr failure) {
-  return guarded([&]() -> kj::Promise<void> { std::rethrow_exception(failure); });
+template <typename F>
+kj::Promise<void> guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception&) {
+    return rpc_failure(std::current_exception());
+  }
+}
+
+// What the worker hands back from EngineService's control calls: nothing, or the RPC error its
+// failure makes. Made on the worker, so that the exception object never crosses threads: its
+// reference count lives in libstdc++, which ThreadSanitizer does not see, so the worker's end of
+// a catch block and the RPC thread's reading of what() looked like a race (and a value is
+// simpler to reason about than a shared exception).
+using WorkerFailure = kj::Maybe<kj::Exception>;
+WorkerFailure worker_failure(std::exception_ptr thrown) {
+  if (!thrown) return nullptr;
+  return rpc_failure(thrown);
+}
+kj::Promise<void> failed_or_done(WorkerFailure f) {
+  KJ_IF_MAYBE(e, f) return kj::mv(*e);
+  return kj::READY_NOW;
 }
 
 // How many tokens may wait for a slow client before its request is skipped in the rounds.
@@ -113,26 +137,29 @@ PromptImages expand_prompt(EngineService& svc, std::vector<int32_t>& ids, std::v
 }
 
 class SinkPump;
-using PumpRegistry = std::map<uint64_t, SinkPump*>;  // main thread only
+// RPC thread only. Shared by its pumps: a request's promise chain, and the pump with it, can end
+// after its listener's Server is gone (at shutdown, capnp drops calls late), and the pump still
+// takes itself out.
+using PumpRegistry = std::map<uint64_t, SinkPump*>;
 
 // Sends one request's tokens to its TokenSink in order, one streaming call after another (the
 // stream's flow control decides when the next may go). Lives on the RPC thread.
 class SinkPump final : public kj::TaskSet::ErrorHandler {
  public:
-  SinkPump(proto::TokenSink::Client sink, std::shared_ptr<std::atomic<bool>> cancel, PumpRegistry& registry,
+  SinkPump(proto::TokenSink::Client sink, std::shared_ptr<std::atomic<bool>> cancel, std::shared_ptr<PumpRegistry> registry,
            uint64_t key, const tok::Tokenizer* tokenizer)
-      : sink_(kj::mv(sink)), cancel_(std::move(cancel)), registry_(registry), key_(key), tokenizer_(tokenizer), tasks_(*this) {
-    registry_[key_] = this;
+      : sink_(kj::mv(sink)), cancel_(std::move(cancel)), registry_(std::move(registry)), key_(key), tokenizer_(tokenizer), tasks_(*this) {
+    (*registry_)[key_] = this;
   }
-  ~SinkPump() noexcept(false) { registry_.erase(key_); }
+  ~SinkPump() noexcept(false) { registry_->erase(key_); }
 
+  // Tokens posted for this pump and not yet sent: the worker counts each when it posts it.
   std::shared_ptr<std::atomic<int>> unsent() const { return unsent_; }
   bool failed() const { return failed_; }
 
   void push(TokenEvent ev) {
     if (failed_) return;
     queue_.push_back(std::move(ev));
-    unsent_->fetch_add(1);
     if (!sending_) send_next();
   }
 
@@ -209,7 +236,7 @@ class SinkPump final : public kj::TaskSet::ErrorHandler {
 
   proto::TokenSink::Client sink_;
   std::shared_ptr<std::atomic<bool>> cancel_;
-  PumpRegistry& registry_;
+  std::shared_ptr<PumpRegistry> registry_;
   uint64_t key_;
   const tok::Tokenizer* tokenizer_;  // the bytes of top logprob ids
   std::deque<TokenEvent> queue_;
@@ -219,15 +246,19 @@ class SinkPump final : public kj::TaskSet::ErrorHandler {
   kj::TaskSet tasks_;
 };
 
-// Shared by all connections: the service, the executor of the RPC thread, the live pumps.
+// Messages from the engine worker to this RPC thread that may wait at once: a round posts one
+// token per request in it, so this is many rounds of the largest batch.
+constexpr size_t kMailboxCapacity = 4096;
+
+// Shared by all connections: the service, the live pumps, the worker's way to them.
 struct ServerState {
   EngineService& service;
-  const kj::Executor& executor;
-  PumpRegistry pumps;
+  std::shared_ptr<PumpRegistry> pumps = std::make_shared<PumpRegistry>();
   uint64_t next_pump = 1;
   // Session files are paths on this host: only peers of the run directory's socket (its owner)
   // may name them, never a TCP peer (who could write any file compute can, or probe for files).
   bool session_files = false;
+  std::shared_ptr<TokenMailbox> mailbox = std::make_shared<TokenMailbox>(kMailboxCapacity);
 };
 
 const tok::Tokenizer& need_tokenizer(EngineService& svc) {
@@ -381,30 +412,23 @@ class SessionImpl final : public proto::Session::Server {
       auto paf = kj::newPromiseAndCrossThreadFulfiller<GenerateOutcome>();
       auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<GenerateOutcome>>>(kj::mv(paf.fulfiller));
       GenerateCallbacks cb;
-      const kj::Executor* exec = &st_.executor;
-      PumpRegistry* pumps = &st_.pumps;
-      cb.token = [exec, pumps, key](TokenEvent ev) {
-        try {
-          // The RPC thread moves `ev` out of this (the worker's) frame while the worker waits in
-          // executeSync. kj orders the two with its own futex mutex, which ThreadSanitizer cannot
-          // see, so it reported the move and ev's destructor here as a data race. The atomic's
-          // release/acquire pairs state the same order in a form TSan understands (two atomic
-          // operations per token; the real ordering is kj's either way).
-          std::atomic<int> handoff{0};
-          handoff.store(1, std::memory_order_release);
-          exec->executeSync([&] {
-            (void)handoff.load(std::memory_order_acquire);
-            auto it = pumps->find(key);
-            if (it != pumps->end()) it->second->push(std::move(ev));
-            handoff.store(2, std::memory_order_release);
-          });
-          (void)handoff.load(std::memory_order_acquire);
-        } catch (...) {
-          // The RPC thread is gone (shutting down): nobody to deliver to.
-        }
+      // Tokens and the end go through one mailbox, so the end never overtakes a token: by the time
+      // paf.promise resolves here, every token is in the pump and drained() waits for all of them.
+      std::shared_ptr<TokenMailbox> mailbox = st_.mailbox;
+      std::shared_ptr<PumpRegistry> pumps = st_.pumps;
+      cb.token = [mailbox, pumps, key, unsent = pump->unsent()](TokenEvent ev) {
+        unsent->fetch_add(1);
+        mailbox->post([pumps, key, ev = std::move(ev)]() mutable {
+          auto it = pumps->find(key);
+          if (it != pumps->end()) it->second->push(std::move(ev));
+        });
       };
       cb.backed_up = [unsent = pump->unsent()] { return unsent->load() > kMaxUnsentTokens; };
-      cb.done = [fulfiller](GenerateOutcome o) { (*fulfiller)->fulfill(kj::mv(o)); };
+      cb.done = [mailbox, fulfiller](GenerateOutcome o) {
+        // Dropped with the mailbox when the RPC side is gone: the fulfiller's end rejects the
+        // promise nobody waits for any more.
+        mailbox->post([fulfiller, o = std::move(o)]() mutable { (*fulfiller)->fulfill(kj::mv(o)); });
+      };
       svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb), str(req.getCacheScope()),
                    std::move(prompt_images));
 
@@ -459,13 +483,10 @@ class SessionImpl final : public proto::Session::Server {
 
   kj::Promise<void> reset(ResetContext ctx) override {
     return guarded([&]() -> kj::Promise<void> {
-      auto paf = kj::newPromiseAndCrossThreadFulfiller<std::exception_ptr>();
-      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<std::exception_ptr>>>(kj::mv(paf.fulfiller));
-      st_.service.reset(id_, [f](std::exception_ptr err) { (*f)->fulfill(kj::mv(err)); });
-      return paf.promise.then([](std::exception_ptr err) -> kj::Promise<void> {
-        if (err) return rethrown(err);
-        return kj::READY_NOW;
-      });
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<WorkerFailure>();
+      auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<WorkerFailure>>>(kj::mv(paf.fulfiller));
+      st_.service.reset(id_, [f](std::exception_ptr err) { (*f)->fulfill(worker_failure(err)); });
+      return paf.promise.then([](WorkerFailure err) { return failed_or_done(kj::mv(err)); });
     });
   }
 
@@ -515,17 +536,17 @@ class SessionImpl final : public proto::Session::Server {
       } else {
         prompt_images = expand_prompt(st_.service, ids, prepare_images(st_.service, images, params.getImagePatches()), "images");
       }
-      using Reply = std::pair<std::exception_ptr, std::vector<float>>;
+      using Reply = std::pair<WorkerFailure, std::vector<float>>;
       auto paf = kj::newPromiseAndCrossThreadFulfiller<Reply>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Reply>>>(kj::mv(paf.fulfiller));
       st_.service.eval(id_, std::move(ids), params.getStepwise(),
                        [f](std::exception_ptr err, std::vector<float> logits) {
-                         (*f)->fulfill(std::make_pair(std::move(err), std::move(logits)));
+                         (*f)->fulfill(std::make_pair(worker_failure(err), std::move(logits)));
                        },
                        std::move(prompt_images), std::move(pad_rows));
       const uint32_t vocab = uint32_t(st_.service.config().vocab);
       return paf.promise.then([ctx, vocab](Reply r) mutable -> kj::Promise<void> {
-        if (r.first) return rethrown(r.first);
+        if (r.first != nullptr) return failed_or_done(kj::mv(r.first));
         static_assert(std::endian::native == std::endian::little, "eval sends the logits as little-endian f32");
         const size_t bytes = r.second.size() * sizeof(float);
         // One segment big enough for the blob (no growth copies of up to 64 MiB).
@@ -556,14 +577,14 @@ class SessionImpl final : public proto::Session::Server {
       require_request(path.find('\0') == std::string::npos, "save/load: the path holds a NUL byte", "path");
       // Compute's working directory is not the client's: a relative path would land elsewhere.
       require_request(path[0] == '/', std::string(save ? "save" : "load") + ": " + path + ": give an absolute path (the file is on the compute host)", "path");
-      using Result = std::pair<std::exception_ptr, EngineService::FileResult>;
+      using Result = std::pair<WorkerFailure, EngineService::FileResult>;
       auto paf = kj::newPromiseAndCrossThreadFulfiller<Result>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Result>>>(kj::mv(paf.fulfiller));
-      auto done = [f](std::exception_ptr err, EngineService::FileResult r) { (*f)->fulfill(std::make_pair(std::move(err), r)); };
+      auto done = [f](std::exception_ptr err, EngineService::FileResult r) { (*f)->fulfill(std::make_pair(worker_failure(err), r)); };
       if (save) st_.service.save(id_, path, done);
       else st_.service.load(id_, path, done);
       return paf.promise.then([set](Result r) mutable -> kj::Promise<void> {
-        if (r.first) return rethrown(r.first);
+        if (r.first != nullptr) return failed_or_done(kj::mv(r.first));
         set(r.second);
         return kj::READY_NOW;
       });
@@ -707,9 +728,31 @@ struct Server : public kj::TaskSet::ErrorHandler {
   kj::Own<kj::ConnectionReceiver> listener;
   kj::TaskSet tasks;
   Server(EngineService& svc, kj::Own<kj::ConnectionReceiver> l, bool session_files)
-      : state{svc, kj::getCurrentThreadExecutor(), {}, 1, session_files}, listener(kj::mv(l)), tasks(*this) {}
+      : state{.service = svc, .session_files = session_files}, listener(kj::mv(l)), tasks(*this) {
+    tasks.add(deliver_loop());
+  }
+  // The worker may still post for requests of this listener: they are dropped from now on.
+  ~Server() noexcept(false) { state.mailbox->close(); }
   void taskFailed(kj::Exception&& e) override {
     spdlog::info("compute: connection ended: {}", e.getDescription().cStr());
+  }
+
+  // Runs the worker's messages on this thread as they arrive.
+  kj::Promise<void> deliver_loop() {
+    return state.mailbox->when_posted().then([this] {
+      for (TokenMailbox::Message& m : state.mailbox->take()) {
+        // One request's failure to take its token (its sink is gone) must not stop the delivery
+        // of every other request's.
+        try {
+          m();
+        } catch (const std::exception& e) {
+          spdlog::warn("compute: a token could not be delivered: {}", e.what());
+        } catch (const kj::Exception& e) {
+          spdlog::warn("compute: a token could not be delivered: {}", e.getDescription().cStr());
+        }
+      }
+      return deliver_loop();
+    });
   }
 
   kj::Promise<void> accept_loop() {
