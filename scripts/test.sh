@@ -115,7 +115,8 @@ if [ -n "$sanitize" ]; then
   # single-threaded kernels, which TSan only slows down). Test names given on the command line win.
   TSAN_TESTS=(unit-util unit-iod unit-engine unit-cache unit-model unit-session unit-batch unit-kernels
               integration-iod integration-iobench integration-engine integration-frontends
-              integration-serve integration-serve-hardening integration-chat-api integration-prompt-cache)
+              integration-serve integration-serve-hardening integration-chat-api integration-prompt-cache
+              integration-liveness integration-vision-api chaos)
   if [ "$sanitize" = thread ]; then
     # Does the command line name tests (or suites)? Skip the values of options that take one.
     named=0 skip=0

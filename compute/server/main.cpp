@@ -59,12 +59,12 @@ int run(waste::server::ServiceOptions so, const std::string& run_dir, const std:
   auto addr = network.parseAddress(("unix:" + dir.socket_path()).c_str()).wait(io.waitScope);
   auto listener = addr->listen();
   waste::require(::chmod(dir.socket_path().c_str(), 0600) == 0, "compute: cannot chmod " + dir.socket_path());
-  kj::Promise<void> serving = waste::server::serve_engine(service, kj::mv(listener), true);
+  kj::Promise<void> serving = waste::server::serve_engine(service, kj::mv(listener), true, io.unixEventPort);
   kj::Promise<void> serving_tcp = kj::NEVER_DONE;
   if (!tcp.empty()) {
     // Only when asked: anyone who can reach the address can use the engine.
     auto taddr = network.parseAddress(tcp.c_str()).wait(io.waitScope);
-    serving_tcp = waste::server::serve_engine(service, taddr->listen(), false);
+    serving_tcp = waste::server::serve_engine(service, taddr->listen(), false, io.unixEventPort);
     spdlog::warn("compute: also serving on tcp {} (no authentication)", tcp);
   }
   spdlog::info("compute: serving on {}", dir.socket_path());

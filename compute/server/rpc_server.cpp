@@ -73,6 +73,17 @@ kj::Promise<void> failed_or_done(WorkerFailure f) {
   return kj::READY_NOW;
 }
 
+// The worker's answer to an RPC call, fulfilled on the RPC thread through the mailbox (after
+// every token posted before it), never from the worker: kj hands a cross-thread fulfiller's
+// value over in header code ordered by a futex TSan cannot see (token_mailbox.h).
+template <typename T>
+using SharedFulfiller = std::shared_ptr<kj::Own<kj::CrossThreadPromiseFulfiller<T>>>;
+template <typename T>
+void answer_from_worker(TokenMailbox& mailbox, SharedFulfiller<T> f, T value) {
+  // Dropped with a closed mailbox: the fulfiller's end then rejects a promise nobody waits for.
+  mailbox.post([f = std::move(f), value = std::move(value)]() mutable { (*f)->fulfill(kj::mv(value)); });
+}
+
 // How many tokens may wait for a slow client before its request is skipped in the rounds.
 constexpr int kMaxUnsentTokens = 64;
 // Decodes and fits every image to its patch grid (cheap beside the tower, which runs later on
@@ -427,7 +438,7 @@ class SessionImpl final : public proto::Session::Server {
       cb.done = [mailbox, fulfiller](GenerateOutcome o) {
         // Dropped with the mailbox when the RPC side is gone: the fulfiller's end rejects the
         // promise nobody waits for any more.
-        mailbox->post([fulfiller, o = std::move(o)]() mutable { (*fulfiller)->fulfill(kj::mv(o)); });
+        answer_from_worker(*mailbox, fulfiller, std::move(o));
       };
       svc.generate(id_, std::move(prompt), sp, std::move(ro), cancel, std::move(cb), str(req.getCacheScope()),
                    std::move(prompt_images));
@@ -485,7 +496,9 @@ class SessionImpl final : public proto::Session::Server {
     return guarded([&]() -> kj::Promise<void> {
       auto paf = kj::newPromiseAndCrossThreadFulfiller<WorkerFailure>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<WorkerFailure>>>(kj::mv(paf.fulfiller));
-      st_.service.reset(id_, [f](std::exception_ptr err) { (*f)->fulfill(worker_failure(err)); });
+      st_.service.reset(id_, [f, mailbox = st_.mailbox](std::exception_ptr err) {
+        answer_from_worker(*mailbox, f, worker_failure(err));
+      });
       return paf.promise.then([](WorkerFailure err) { return failed_or_done(kj::mv(err)); });
     });
   }
@@ -540,8 +553,8 @@ class SessionImpl final : public proto::Session::Server {
       auto paf = kj::newPromiseAndCrossThreadFulfiller<Reply>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Reply>>>(kj::mv(paf.fulfiller));
       st_.service.eval(id_, std::move(ids), params.getStepwise(),
-                       [f](std::exception_ptr err, std::vector<float> logits) {
-                         (*f)->fulfill(std::make_pair(worker_failure(err), std::move(logits)));
+                       [f, mailbox = st_.mailbox](std::exception_ptr err, std::vector<float> logits) {
+                         answer_from_worker(*mailbox, f, std::make_pair(worker_failure(err), std::move(logits)));
                        },
                        std::move(prompt_images), std::move(pad_rows));
       const uint32_t vocab = uint32_t(st_.service.config().vocab);
@@ -580,7 +593,9 @@ class SessionImpl final : public proto::Session::Server {
       using Result = std::pair<WorkerFailure, EngineService::FileResult>;
       auto paf = kj::newPromiseAndCrossThreadFulfiller<Result>();
       auto f = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<Result>>>(kj::mv(paf.fulfiller));
-      auto done = [f](std::exception_ptr err, EngineService::FileResult r) { (*f)->fulfill(std::make_pair(worker_failure(err), r)); };
+      auto done = [f, mailbox = st_.mailbox](std::exception_ptr err, EngineService::FileResult r) {
+        answer_from_worker(*mailbox, f, std::make_pair(worker_failure(err), r));
+      };
       if (save) st_.service.save(id_, path, done);
       else st_.service.load(id_, path, done);
       return paf.promise.then([set](Result r) mutable -> kj::Promise<void> {
@@ -725,10 +740,14 @@ struct Connection {
 
 struct Server : public kj::TaskSet::ErrorHandler {
   ServerState state;
+  kj::UnixEventPort::FdObserver mail_observer;  // the mailbox's eventfd, on this thread's loop
   kj::Own<kj::ConnectionReceiver> listener;
   kj::TaskSet tasks;
-  Server(EngineService& svc, kj::Own<kj::ConnectionReceiver> l, bool session_files)
-      : state{.service = svc, .session_files = session_files}, listener(kj::mv(l)), tasks(*this) {
+  Server(EngineService& svc, kj::Own<kj::ConnectionReceiver> l, bool session_files, kj::UnixEventPort& port)
+      : state{.service = svc, .session_files = session_files},
+        mail_observer(port, state.mailbox->wake_fd(), kj::UnixEventPort::FdObserver::OBSERVE_READ),
+        listener(kj::mv(l)),
+        tasks(*this) {
     tasks.add(deliver_loop());
   }
   // The worker may still post for requests of this listener: they are dropped from now on.
@@ -737,10 +756,10 @@ struct Server : public kj::TaskSet::ErrorHandler {
     spdlog::info("compute: connection ended: {}", e.getDescription().cStr());
   }
 
-  // Runs the worker's messages on this thread as they arrive.
+  // Runs the worker's messages on this thread as they arrive. take() empties the eventfd before
+  // the watcher waits again, as its edge-triggered wait requires.
   kj::Promise<void> deliver_loop() {
-    return state.mailbox->when_posted().then([this] {
-      for (TokenMailbox::Message& m : state.mailbox->take()) {
+    for (TokenMailbox::Message& m : state.mailbox->take()) {
         // One request's failure to take its token (its sink is gone) must not stop the delivery
         // of every other request's.
         try {
@@ -750,9 +769,8 @@ struct Server : public kj::TaskSet::ErrorHandler {
         } catch (const kj::Exception& e) {
           spdlog::warn("compute: a token could not be delivered: {}", e.getDescription().cStr());
         }
-      }
-      return deliver_loop();
-    });
+    }
+    return mail_observer.whenBecomesReadable().then([this] { return deliver_loop(); });
   }
 
   kj::Promise<void> accept_loop() {
@@ -767,8 +785,9 @@ struct Server : public kj::TaskSet::ErrorHandler {
 
 }  // namespace
 
-kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener, bool session_files) {
-  auto server = kj::heap<Server>(service, kj::mv(listener), session_files);
+kj::Promise<void> serve_engine(EngineService& service, kj::Own<kj::ConnectionReceiver> listener, bool session_files,
+                               kj::UnixEventPort& port) {
+  auto server = kj::heap<Server>(service, kj::mv(listener), session_files, port);
   auto loop = server->accept_loop();
   return loop.attach(kj::mv(server));
 }

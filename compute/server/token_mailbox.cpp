@@ -1,40 +1,67 @@
 #include "compute/server/token_mailbox.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "shared/util/error.h"
 
 namespace waste::server {
 
-TokenMailbox::TokenMailbox(size_t capacity) : capacity_(capacity) {
-  require(capacity > 0, "token mailbox: capacity 0");
+namespace {
+
+int new_wake_fd() {
+  const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  require(fd >= 0, std::string("token mailbox: eventfd: ") + std::strerror(errno));
+  return fd;
 }
 
+}  // namespace
+
+TokenMailbox::TokenMailbox(size_t capacity)
+    : capacity_(capacity), wake_fd_(new_wake_fd()), rpc_thread_(std::this_thread::get_id()) {
+  if (capacity == 0) {
+    ::close(wake_fd_);
+    throw Error("token mailbox: capacity 0");
+  }
+}
+
+TokenMailbox::~TokenMailbox() { ::close(wake_fd_); }
+
 bool TokenMailbox::post(Message m) {
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> wake;
+  bool was_empty = false;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    room_.wait(lock, [&] { return closed_ || queue_.size() < capacity_; });
+    if (std::this_thread::get_id() != rpc_thread_)
+      room_.wait(lock, [&] { return closed_ || queue_.size() < capacity_; });
     if (closed_) return false;
+    was_empty = queue_.empty();
     queue_.push_back(std::move(m));
-    wake = std::move(waiter_);
   }
-  // Outside the lock: fulfilling takes the RPC thread's executor lock, and the RPC thread may be
-  // about to take mutex_ in when_posted().
-  if (wake.get() != nullptr) wake->fulfill();
+  // Only the first message of a batch wakes the RPC thread: a later one is in the queue the
+  // RPC thread has yet to take. The counter cannot overflow (one write per take at most), and a
+  // full counter would only fail with EAGAIN while the fd is readable anyway.
+  if (was_empty) {
+    const uint64_t one = 1;
+    ssize_t n;
+    do n = ::write(wake_fd_, &one, sizeof one);
+    while (n < 0 && errno == EINTR);
+  }
   return true;
 }
 
-kj::Promise<void> TokenMailbox::when_posted() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (closed_) return kj::NEVER_DONE;
-  if (!queue_.empty()) return kj::READY_NOW;
-  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
-  waiter_ = kj::mv(paf.fulfiller);
-  return kj::mv(paf.promise);
-}
-
 std::deque<TokenMailbox::Message> TokenMailbox::take() {
+  // Empty the eventfd before taking, so that a post after this take makes it readable again
+  // (the edge the RPC thread's watcher waits for). A read of an eventfd takes the whole counter.
+  uint64_t count;
+  ssize_t n;
+  do n = ::read(wake_fd_, &count, sizeof count);
+  while (n < 0 && errno == EINTR);
   std::deque<Message> out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -46,15 +73,13 @@ std::deque<TokenMailbox::Message> TokenMailbox::take() {
 
 void TokenMailbox::close() {
   std::deque<Message> dropped;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> waiter;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
     dropped.swap(queue_);
-    waiter = std::move(waiter_);
   }
   room_.notify_all();
-  // `dropped` and `waiter` end here, outside the lock (a message's captures may take locks).
+  // `dropped` ends here, outside the lock (a message's captures may take locks).
 }
 
 }  // namespace waste::server

@@ -1,24 +1,23 @@
 // The engine worker's messages to the RPC thread (each generated token, then the request's end),
 // in the order they were posted, without the worker waiting for the RPC thread.
 //
-// Why not kj::Executor::executeSync: it blocked the worker for one cross-thread round trip per
-// token and session, and it orders the two threads with a futex inside uninstrumented libkj,
-// so ThreadSanitizer saw every handoff as a data race (the event's result is written on the
-// worker's stack by the RPC thread after the call's own code returns). Here the messages sit
-// behind a std::mutex, which both the threads and TSan see; the RPC thread is woken by a
-// cross-thread fulfiller (kj's, thread-safe), at most one per batch of messages.
+// Why not kj's cross-thread calls (Executor::executeSync, CrossThreadPromiseFulfiller): executeSync
+// blocked the worker for one round trip to the RPC thread per token and session; and both hand
+// their result over in kj's header code, ordered by a futex inside uninstrumented libkj-async, so
+// ThreadSanitizer reported every handoff as a data race. Here the messages sit behind a
+// std::mutex, which both threads and TSan see, and the RPC thread is woken through an eventfd
+// (a system call: no memory is shared through it), watched by its event loop.
 //
 // Bounded: at most `capacity` messages wait; a worker posting into a full mailbox waits until
-// the RPC thread takes them (the same back-pressure executeSync gave, one batch later). Closed
-// (the RPC side is gone): posts are dropped and never wait.
+// the RPC thread takes them (the back-pressure executeSync gave, one batch later). Closed (the RPC
+// side is gone): posts are dropped and never wait.
 #pragma once
-#include <kj/async.h>
-
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 namespace waste::server {
 
@@ -26,15 +25,19 @@ class TokenMailbox {
  public:
   using Message = std::function<void()>;  // runs on the RPC thread
 
+  // Made on the RPC thread (the one that takes). Throws if no eventfd can be made.
   explicit TokenMailbox(size_t capacity);
+  ~TokenMailbox();
   TokenMailbox(const TokenMailbox&) = delete;
   TokenMailbox& operator=(const TokenMailbox&) = delete;
 
-  // Any thread but the RPC thread. False when closed (the message was dropped).
+  // False when closed (the message was dropped). From the RPC thread itself it never waits for
+  // room (only that thread makes room: it would wait for ever).
   bool post(Message m);
 
-  // RPC thread: resolves once messages wait (at once if some do). One waiter at a time.
-  kj::Promise<void> when_posted();
+  // Non-blocking eventfd that becomes readable when a message is posted into an empty mailbox.
+  // Watch it edge-triggered (kj::UnixEventPort::FdObserver): take() reads it empty first.
+  int wake_fd() const { return wake_fd_; }
   // RPC thread: the waiting messages, oldest first; frees their room.
   std::deque<Message> take();
   // RPC thread: drops what waits and every later post; wakes a worker waiting for room.
@@ -42,12 +45,12 @@ class TokenMailbox {
 
  private:
   const size_t capacity_;
+  const int wake_fd_;
+  const std::thread::id rpc_thread_;
   std::mutex mutex_;
   std::condition_variable room_;  // signalled by take() and close()
   std::deque<Message> queue_;     // guarded by mutex_
   bool closed_ = false;           // guarded by mutex_
-  // Set while the RPC thread waits in when_posted() and nothing was posted since; guarded by mutex_.
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> waiter_;
 };
 
 }  // namespace waste::server
