@@ -10,8 +10,7 @@
 namespace waste::iod {
 
 CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t slots_override, uint64_t slot_bytes,
-                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache,
-                       uint64_t image_patches) {
+                       uint32_t top_k, uint32_t key_count, const ComputeShape& compute) {
   CacheBudget b;
   char line[640];
   if (slots_override > 0) {
@@ -22,23 +21,23 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
     b.breakdown = line;
     return b;
   }
-  plan::PlanRequest req;
-  req.config = c.config();
-  // The vision tower shares trunk.bin but is its own line (weights and one image's activations).
-  req.trunk_bytes = c.trunk_bytes() - c.vision_bytes();
-  req.trunk_source = "manifest";
-  plan::count_vision(c, req, image_patches);
+  // The planner's inputs as `waste plan` reads them: the embedding table stays on disk, the
+  // vision tower is its own line.
+  plan::PlanRequest req = plan::plan_request_of(c, compute.image_patches);
+  require(slot_bytes >= req.record_stride, "iod: slot of " + std::to_string(slot_bytes) + " B under the largest record");
   req.record_stride = slot_bytes;
+  req.context = compute.context;
+  req.sessions = compute.sessions;
   if (budget != "auto") req.budget = plan::parse_size(budget);
-  if (prompt_cache != "auto") req.prompt_cache = plan::parse_size(prompt_cache);
+  if (compute.prompt_cache != "auto") req.prompt_cache = plan::parse_size(compute.prompt_cache);
   plan::MemoryPlan p = plan::make_plan(req, plan::usable_memory());  // refuses a budget under the floor
   // More slots than records would be memory for nothing.
   b.slots = uint32_t(std::min<uint64_t>(p.slots, key_count));
   std::snprintf(line, sizeof line,
-                "%u slots x %s = %s (planner: floor %s = trunk %s + sessions %s + scratch %s + in flight %s + prompt cache %s"
+                "%u slots x %s = %s (planner, context %llu x %u sessions: floor %s = trunk %s + sessions %s + scratch %s + in flight %s + prompt cache %s"
                 " + vision %s; cache %.2f working sets; usable RAM %s from %s)",
                 b.slots, plan::format_bytes(slot_bytes).c_str(), plan::format_bytes(uint64_t(b.slots) * slot_bytes).c_str(),
-                plan::format_bytes(p.floor).c_str(), plan::format_bytes(p.trunk).c_str(),
+                (unsigned long long)p.context, p.sessions, plan::format_bytes(p.floor).c_str(), plan::format_bytes(p.trunk).c_str(),
                 plan::format_bytes(p.session_state).c_str(), plan::format_bytes(p.scratch).c_str(),
                 plan::format_bytes(p.experts_in_flight).c_str(), plan::format_bytes(p.prompt_cache).c_str(),
                 plan::format_bytes(p.vision).c_str(), p.cache_working_sets,

@@ -8,6 +8,7 @@
 
 #include "shared/container/reader.h"
 #include "shared/image/image_budget.h"
+#include "shared/util/option_limits.h"
 
 namespace waste::iod {
 
@@ -16,9 +17,17 @@ struct CacheBudget {
   std::string breakdown;  // for the log
 };
 
-// prompt_cache: compute's prompt-cache bytes or "auto" (part of the planner's floor).
+// What compute will hold, which the planner's floor counts: its context and sessions, its
+// prompt-cache bytes (or "auto") and the most patches one image may take.
+struct ComputeShape {
+  uint64_t context = uint64_t(limits::kDefaultContextTokens);
+  uint32_t sessions = 1;
+  std::string prompt_cache = "auto";
+  uint64_t image_patches = kDefaultImagePatches;
+};
+
+// The same plan as `waste plan` for the same container and shape (plan::plan_request_of).
 CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t slots_override, uint64_t slot_bytes,
-                       uint32_t top_k, uint32_t key_count, const std::string& prompt_cache = "auto",
-                       uint64_t image_patches = kDefaultImagePatches);
+                       uint32_t top_k, uint32_t key_count, const ComputeShape& compute = {});
 
 }  // namespace waste::iod

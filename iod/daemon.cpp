@@ -146,8 +146,13 @@ int run_daemon(const DaemonOptions& o) {
     require(!layers.empty(), o.model + ": no MoE layers, nothing for iod to serve");
     g = cache::CacheGeometry(layers, experts, uint32_t(std::max(1, container.config().top_k)));
   }
+  ComputeShape shape;
+  shape.context = uint64_t(o.context);
+  shape.sessions = uint32_t(o.sessions);
+  shape.prompt_cache = o.prompt_cache;
+  shape.image_patches = uint64_t(o.image_patches);
   CacheBudget budget = plan_cache(container, o.budget, o.slots, ipc::segment_layout(1, largest).slot_bytes, g.top_k(),
-                                  g.key_count(), o.prompt_cache, uint64_t(o.image_patches));
+                                  g.key_count(), shape);
   spdlog::info("iod: {} ({} MoE layers x {} experts), cache {}", o.model, g.moe_layer_count(),
                g.experts_per_layer(), budget.breakdown);
 

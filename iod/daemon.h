@@ -5,6 +5,7 @@
 #include <string>
 
 #include "shared/image/image_budget.h"
+#include "shared/util/option_limits.h"
 
 namespace waste::iod {
 
@@ -12,6 +13,8 @@ struct DaemonOptions {
   std::string model, run_dir;
   std::string budget = "auto";  // cache bytes ("4G", ...) or "auto"
   uint32_t slots = 0;           // exact slot count (overrides --budget)
+  int64_t context = limits::kDefaultContextTokens;  // compute's --ctx: the planner counts its session state
+  int sessions = 1;                                 // sessions the planner counts at that context
   int image_patches = kDefaultImagePatches;  // compute's --image-patches: the planner counts one such image
   std::string prompt_cache = "auto";  // compute's prompt-cache bytes, counted by the planner ("auto": its default)
   std::string io = "uring";

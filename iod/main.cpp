@@ -19,6 +19,11 @@ int main(int argc, char** argv) {
   app.add_option("--image-patches", o.image_patches,
                  "compute's --image-patches, whose one image's activations the planner leaves room for (1024)")
       ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
+  namespace lim = waste::limits;
+  app.add_option("--ctx", o.context, "compute's --ctx, whose session state the planner counts (4096)")
+      ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
+  app.add_option("--sessions", o.sessions, "sessions the planner counts at that context (1)")
+      ->check(CLI::Range(1, lim::kMaxSessions));
   app.add_option("--prompt-cache", o.prompt_cache,
                  "compute's prompt-cache bytes, which the planner leaves room for (auto: the planner's default)");
   app.add_option("--io", o.io, "uring (falls back to pread when unavailable) or pread")

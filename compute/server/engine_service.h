@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "shared/util/option_limits.h"
 #include "compute/engine.h"
 #include "compute/reply_constraint.h"
 #include "compute/server/iod_health.h"
@@ -40,7 +41,7 @@ class ReattachingExperts;
 struct ServiceOptions {
   std::string model;
   std::string iod_socket;          // empty: experts read in-process
-  int64_t context = 4096;          // a session's default context
+  int64_t context = limits::kDefaultContextTokens;  // a session's default context
   int64_t max_context = 0;         // the most a session may ask for; 0: = context
   int max_sessions = 16;
   int max_queued = 32;             // generate requests waiting or running at once

@@ -11,7 +11,10 @@
 namespace waste::plan {
 
 PlanRequest plan_request_of_container(const std::string& dir, uint64_t image_patches) {
-  const Container c = Container::open(dir);
+  return plan_request_of(Container::open(dir), image_patches);
+}
+
+PlanRequest plan_request_of(const Container& c, uint64_t image_patches) {
   PlanRequest r;
   r.config = c.config();
   std::vector<std::string> embedding;
@@ -26,7 +29,7 @@ PlanRequest plan_request_of_container(const std::string& dir, uint64_t image_pat
   r.trunk_source = "manifest";
   count_vision(c, r, image_patches);
   for (const ExpertLayerInfo& l : c.expert_layers()) r.record_stride = std::max(r.record_stride, l.layout.stride);
-  require(r.record_stride > 0, dir + ": the container has no expert layers");
+  require(r.record_stride > 0, c.dir() + ": the container has no expert layers");
   return r;
 }
 

@@ -18,6 +18,7 @@ namespace waste::plan {
 // trunk_bytes, trunk_source, the vision fields and record_stride; the caller sets context,
 // sessions and budget.
 PlanRequest plan_request_of_container(const std::string& dir, uint64_t image_patches = kDefaultVisionPatches);
+PlanRequest plan_request_of(const Container& c, uint64_t image_patches = kDefaultVisionPatches);
 
 // Sets r.vision_weight_bytes (the container's stored vision tensors), r.vision_activation_bytes
 // (at kDefaultVisionPatches) and r.vision_source when the container has a vision tower; leaves

@@ -34,6 +34,7 @@
 #include "shared/image/image_budget.h"
 #include "shared/model/config.h"
 #include "shared/plan/usable_memory.h"
+#include "shared/util/option_limits.h"
 
 namespace waste {
 struct VisionConfig;
@@ -78,7 +79,7 @@ struct PlanRequest {
   uint64_t trunk_bytes = 0;     // resident trunk (embedding excluded)
   std::string trunk_source;     // "manifest" or "estimate (4.0-bit matrices, 8-bit head)"
   uint64_t record_stride = 0;   // bytes of one expert record (slot size)
-  uint64_t context = 8192;
+  uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default --ctx
   uint32_t sessions = 1;
   std::optional<uint64_t> budget;  // total bytes; nullopt = auto
   std::optional<uint64_t> prompt_cache;  // bytes; nullopt = default_prompt_cache_bytes

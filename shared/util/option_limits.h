@@ -7,6 +7,9 @@
 namespace waste::limits {
 
 constexpr int64_t kMaxContextTokens = int64_t(1) << 24;  // far past any released model's context
+// A session's context when none is given: waste-compute's --ctx, and so what the memory planner
+// (waste plan, iod) counts unless told otherwise.
+constexpr int64_t kDefaultContextTokens = 4096;
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxSessions = 4096;       // each holds a session state: more is a typo, not a plan
 constexpr int kMaxQueued = 65536;

@@ -613,3 +613,46 @@ TEST_CASE("waste iobench replays a trace through a private iod and refuses a tra
   CHECK_NE(r.status, 0);
   CHECK(r.output.find("MoE layers") != std::string::npos);
 }
+
+TEST_CASE("iod and waste plan: one planner, the same slots for the same model, budget, context and sessions") {
+  TempDir tmp;
+  const std::string model = synth_tiny(tmp);
+  const Container c = Container::open(model);
+  uint64_t records = 0;
+  for (const auto& l : c.expert_layers()) records += l.expert_count;
+  struct Shape {
+    uint64_t ctx;
+    uint32_t sessions;
+    std::string prompt_cache;
+  };
+  int run = 0;
+  for (const Shape& shape : {Shape{4096, 1, "auto"}, Shape{512, 1, "auto"}, Shape{16384, 2, "auto"}, Shape{2048, 3, "8M"}}) {
+    const std::string args = " --ctx " + std::to_string(shape.ctx) + " --sessions " + std::to_string(shape.sessions) +
+                             " --prompt-cache " + shape.prompt_cache;
+    auto floor_plan = run_command(waste_bin() + " plan --json" + args + " " + model);
+    INFO(floor_plan.output);
+    REQUIRE_EQ(floor_plan.status, 0);
+    const auto fj = nlohmann::json::parse(floor_plan.output);
+    const uint64_t floor = fj["floor_bytes"].get<uint64_t>(), stride = fj["record_stride"].get<uint64_t>();
+    // A budget between whole slots, so that both must round the same way.
+    const uint64_t budget = floor + 7 * stride + stride / 2;
+    auto plan = run_command(waste_bin() + " plan --json --budget " + std::to_string(budget) + args + " " + model);
+    REQUIRE_EQ(plan.status, 0);
+    const uint64_t planned = nlohmann::json::parse(plan.output)["slots"].get<uint64_t>();
+    CHECK_EQ(planned, uint64_t(c.config().top_k) + 7);
+    const std::string sessions = std::to_string(shape.sessions);
+    PrivateIod iod({"--model", model, "--budget", std::to_string(budget), "--ctx", std::to_string(shape.ctx), "--sessions",
+                    sessions, "--prompt-cache", shape.prompt_cache},
+                   tmp / ("run" + std::to_string(run++)));
+    ipc::ExpertStoreClient client(iod.socket_path());
+    CHECK_EQ(uint64_t(client.info().layout.slot_count), std::min(planned, records));
+    // One byte under the floor: the planner refuses it, and so does iod.
+    auto under = run_command(waste_bin() + " plan --budget " + std::to_string(floor - 1) + args + " " + model);
+    CHECK_NE(under.status, 0);
+    auto iod_under = run_command(iobench::find_iod_binary() + " --model " + model + " --run-dir " + (tmp / "under") +
+                                 " --budget " + std::to_string(floor - 1) + " --ctx " + std::to_string(shape.ctx) +
+                                 " --sessions " + sessions + " --prompt-cache " + shape.prompt_cache);
+    CHECK_NE(iod_under.status, 0);
+    CHECK_NE(iod_under.output.find("under the floor"), std::string::npos);
+  }
+}

@@ -22,7 +22,7 @@ namespace {
 
 struct PlanOptions {
   std::string model_dir, preset, budget = "auto", prompt_cache = "auto";
-  uint64_t context = 8192;
+  uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default
   uint32_t sessions = 1;
   int image_patches = kDefaultImagePatches;
   bool json = false;
@@ -157,7 +157,7 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("model_dir", o->model_dir, "a .waste container directory");
   cmd->add_option("--preset", o->preset, "a model preset instead of a container (kimi-linear-48b, kimi-k3, kimi-k2, ...)");
   cmd->add_option("--budget", o->budget, "total memory budget (e.g. 12G, 900M) or auto");
-  cmd->add_option("--ctx", o->context, "context length per session (tokens)");
+  cmd->add_option("--ctx", o->context, "context length per session (tokens; default compute's, 4096)");
   cmd->add_option("--sessions", o->sessions, "concurrent sessions");
   cmd->add_option("--prompt-cache", o->prompt_cache, "prompt-cache checkpoint bytes (0: off) or auto");
   cmd->add_option("--image-patches", o->image_patches,

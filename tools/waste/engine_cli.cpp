@@ -56,10 +56,16 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
     }
     if (running) {
       path_note_ = "iod at " + o.run_dir;
+      usage_note_ = "as the running iod at " + o.run_dir + " was started";
     } else {
       std::string run = o.run_dir;
       if (run.empty()) run = tmp_run_dir_.emplace("waste-run").path();
-      std::vector<std::string> args = {"--model", o.model};
+      // The private iod plans for this command's context (the floor holds its session state) and,
+      // unless asked, leaves the usage file alone: a benchmark starts cold and records nothing.
+      std::vector<std::string> args = {"--model", o.model, "--ctx", std::to_string(o.context)};
+      if (!o.usage) args.push_back("--no-usage");
+      usage_note_ = o.usage ? "on (prior and pre-warm from " + o.model + "/usage, updated at the end)"
+                            : "off (cold start: no prior, no pre-warm, nothing recorded)";
       uint32_t slots = o.slots;
       if (slots == 0 && o.working_sets > 0) {
         const ModelConfig& c = iod_container_->config();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "shared/util/option_limits.h"
 #include "tools/waste/temp_run_dir.h"
 #include "compute/engine.h"
 #include "compute/experts/iod_experts.h"
@@ -18,7 +19,7 @@ namespace waste::cli {
 
 struct EngineCliOptions {
   std::string model;
-  int64_t context = 4096;
+  int64_t context = limits::kDefaultContextTokens;
   int chunk = 128;
   int kda_chunk = 1;
   int lookahead = -1;
@@ -29,6 +30,7 @@ struct EngineCliOptions {
   double working_sets = 0;  // private iod: slots = one layer in flight + this many token working sets
   bool progress = true;
   bool resident = false;    // every expert read into RAM first (no iod; bench --resident)
+  bool usage = true;        // private iod: pre-warm from and update the usage file (bench: off unless --usage)
   std::string timeline;     // Chrome trace of the run (compute spans, and a private iod's reads)
 };
 
@@ -44,6 +46,9 @@ class EngineHandle {
   Engine& engine() { return *engine_; }
   bool through_iod() const { return iod_experts_ != nullptr; }
   std::string expert_path() const;  // for messages: "iod (private, 12 slots)" / "in-process reads"
+  // Whether the experts' usage file shaped this run: "off (cold start)", "on (...)", or that
+  // it is up to the iod that was already running; "none" without iod.
+  std::string usage_note() const { return usage_note_; }
 
  private:
   // Declared before the iod that runs in it: removed after it stops, constructor throw included.
@@ -54,6 +59,7 @@ class EngineHandle {
   std::unique_ptr<ResidentExperts> resident_;
   std::unique_ptr<Engine> engine_;
   std::string path_note_;
+  std::string usage_note_ = "none (no iod)";
   std::string timeline_;      // the merged trace to write at the end
   std::string iod_timeline_;  // the private iod's part (empty: none)
 };

@@ -61,6 +61,8 @@ PrivateInstance::PrivateInstance(const PrivateInstanceOptions& o, const std::ato
   try {
     std::vector<std::string> iod = {iobench::find_iod_binary(), "--model", o.model, "--run-dir", run_dir_};
     if (!o.budget.empty()) iod.insert(iod.end(), {"--budget", o.budget});
+    // iod's plan counts the session state at compute's context (one planner, the same inputs).
+    if (o.context > 0) iod.insert(iod.end(), {"--ctx", std::to_string(o.context)});
     iod_ = spawn("iod", iod);
     await("iod", iod_, run_dir_ + "/iod.sock", o, abort);
     std::vector<std::string> comp = {find_compute_binary(), "--model", o.model, "--run-dir", run_dir_,
