@@ -60,9 +60,10 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
     } else {
       std::string run = o.run_dir;
       if (run.empty()) run = tmp_run_dir_.emplace("waste-run").path();
-      // The private iod plans for this command's context (the floor holds its session state) and,
-      // unless asked, leaves the usage file alone: a benchmark starts cold and records nothing.
-      std::vector<std::string> args = {"--model", o.model, "--ctx", std::to_string(o.context)};
+      // The private iod plans for this command's context (the floor holds its session state) and
+      // for no prompt cache (only waste-compute keeps one: here its bytes go to cache slots);
+      // unless asked, it leaves the usage file alone: a benchmark starts cold and records nothing.
+      std::vector<std::string> args = {"--model", o.model, "--ctx", std::to_string(o.context), "--prompt-cache", "0"};
       if (!o.usage) args.push_back("--no-usage");
       usage_note_ = o.usage ? "on (prior and pre-warm from " + o.model + "/usage, updated at the end)"
                             : "off (cold start: no prior, no pre-warm, nothing recorded)";
