@@ -260,6 +260,8 @@ class SinkPump final : public kj::TaskSet::ErrorHandler {
 // Messages from the engine worker to this RPC thread that may wait at once: a round posts one
 // token per request in it, so this is many rounds of the largest batch.
 constexpr size_t kMailboxCapacity = 4096;
+// The delivery loop's fallback wake-up (see Server::deliver_loop).
+constexpr int64_t kMailPollMs = 50;
 
 // Shared by all connections: the service, the live pumps, the worker's way to them.
 struct ServerState {
@@ -741,11 +743,13 @@ struct Connection {
 struct Server : public kj::TaskSet::ErrorHandler {
   ServerState state;
   kj::UnixEventPort::FdObserver mail_observer;  // the mailbox's eventfd, on this thread's loop
+  kj::UnixEventPort& port;
   kj::Own<kj::ConnectionReceiver> listener;
   kj::TaskSet tasks;
   Server(EngineService& svc, kj::Own<kj::ConnectionReceiver> l, bool session_files, kj::UnixEventPort& port)
       : state{.service = svc, .session_files = session_files},
         mail_observer(port, state.mailbox->wake_fd(), kj::UnixEventPort::FdObserver::OBSERVE_READ),
+        port(port),
         listener(kj::mv(l)),
         tasks(*this) {
     tasks.add(deliver_loop());
@@ -770,7 +774,16 @@ struct Server : public kj::TaskSet::ErrorHandler {
           spdlog::warn("compute: a token could not be delivered: {}", e.getDescription().cStr());
         }
     }
-    return mail_observer.whenBecomesReadable().then([this] { return deliver_loop(); });
+    // The eventfd's edge wakes this loop; a bounded timer as well, so that a wake-up lost
+    // anywhere (kernel, kj, or a flaw in the mailbox) costs at most kMailPollMs, and is logged.
+    auto woken = mail_observer.whenBecomesReadable().then([] { return true; });
+    auto polled = port.getTimer().afterDelay(kMailPollMs * kj::MILLISECONDS).then([] { return false; });
+    return woken.exclusiveJoin(kj::mv(polled)).then([this](bool by_edge) {
+      // Messages waiting with the eventfd empty: the edge was lost, not just late.
+      if (!by_edge && state.mailbox->waiting() > 0 && !state.mailbox->wake_pending())
+        spdlog::warn("compute: {} message(s) waited for the RPC thread without a wake-up", state.mailbox->waiting());
+      return deliver_loop();
+    });
   }
 
   kj::Promise<void> accept_loop() {

@@ -1,5 +1,6 @@
 #include "compute/server/token_mailbox.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -69,6 +70,16 @@ std::deque<TokenMailbox::Message> TokenMailbox::take() {
   }
   room_.notify_all();
   return out;
+}
+
+size_t TokenMailbox::waiting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.size();
+}
+
+bool TokenMailbox::wake_pending() const {
+  pollfd p{wake_fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
 }
 
 void TokenMailbox::close() {

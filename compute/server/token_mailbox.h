@@ -40,6 +40,10 @@ class TokenMailbox {
   int wake_fd() const { return wake_fd_; }
   // RPC thread: the waiting messages, oldest first; frees their room.
   std::deque<Message> take();
+  // Messages waiting now (for a diagnostic: a lost wake-up).
+  size_t waiting();
+  // Whether the eventfd is readable (a wake-up is on its way).
+  bool wake_pending() const;
   // RPC thread: drops what waits and every later post; wakes a worker waiting for room.
   void close();
 
