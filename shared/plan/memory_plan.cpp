@@ -28,13 +28,36 @@ uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context) {
   return std::max(kMinPromptCacheBytes, 2 * session_state(c).bytes(context));
 }
 
+namespace {
+
+uint64_t widest_projection(const ModelConfig& c) {
+  return std::max<uint64_t>({uint64_t(c.hidden), uint64_t(c.kda_heads) * uint64_t(c.kda_head_dim),
+                             uint64_t(c.n_heads) * uint64_t(c.kv_lora_rank + c.qk_rope),
+                             uint64_t(c.dense_intermediate), uint64_t(c.top_k) * uint64_t(c.moe_intermediate)});
+}
+
+}  // namespace
+
+uint64_t prefill_row_bytes(const ModelConfig& c) {
+  const uint64_t z = uint64_t(c.expert_hidden()), i = uint64_t(c.moe_intermediate), k = uint64_t(c.top_k);
+  const uint64_t widest = widest_projection(c);
+  const uint64_t tables = 2 * (z / 8) * 3 * 256 + 3 * z * 4;  // gate + up tables, x copies
+  const uint64_t down = (i / 8) * 3 * 256 + i * 4;            // down tables of the row's input
+  const uint64_t experts = (3 * i + z) * 4;                   // gate, up, h; out
+  const uint64_t contrib = k * z * 4;                         // weighted outputs per routed expert
+  const uint64_t sums = 3 * z * 4;                            // in, out, acc
+  const uint64_t int8 = widest * 11 / 8;
+  const uint64_t layers = 4 * widest * 4;
+  return tables + down + experts + contrib + sums + int8 + layers;
+}
+
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions) {
   uint64_t widest = std::max<uint64_t>({uint64_t(c.hidden), uint64_t(c.kda_heads) * uint64_t(c.kda_head_dim),
                                         uint64_t(c.n_heads) * uint64_t(c.kv_lora_rank + c.qk_rope),
                                         uint64_t(c.dense_intermediate), uint64_t(c.top_k) * uint64_t(c.moe_intermediate)});
   uint64_t per_session = uint64_t(c.vocab) * 4 + uint64_t(c.n_heads) * context * 4 + 16 * widest * 4;
   if (c.attn_res_block > 0) per_session += uint64_t(c.n_layers / c.attn_res_block + 2) * uint64_t(c.hidden) * 4;
-  return kFixedScratchBytes + per_session * sessions;
+  return kFixedScratchBytes + kPrefillChunkRows * prefill_row_bytes(c) + per_session * sessions;
 }
 
 uint64_t vision_activation_bytes(const VisionConfig& v, uint64_t patches) {

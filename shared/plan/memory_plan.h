@@ -11,8 +11,10 @@
 //          + scratch         per session: logits (vocab x 4), one MLA layer's attention scores
 //                            (heads x context x 4), 16 activation vectors of the widest
 //                            projection x 4, the AttnRes history (layers/block + 2 vectors of
-//                            hidden x 4); plus kFixedScratchBytes for the process itself
-//                            (tokenizer, thread stacks, allocator slack).
+//                            hidden x 4); plus one prefill chunk's rows (prefill_row_bytes: the
+//                            MoE step's buffers, kept at their largest, and the layers' own);
+//                            plus kFixedScratchBytes for the processes themselves (code,
+//                            libraries, tokenizer, thread stacks, allocator).
 //          + experts in flight: one layer's top_k records (top_k x record stride).
 //          + prompt cache    checkpoints of session states (compute/server/prompt_cache.h);
 //                            default: two full-context session states (the turn a conversation
@@ -42,7 +44,19 @@ struct VisionConfig;
 
 namespace waste::plan {
 
-constexpr uint64_t kFixedScratchBytes = 256ull << 20;
+// Measured with tools/bench/footprint (2026-12-03): compute ~20 MiB, iod ~10 MiB, waste-serve
+// ~16 MiB besides the buffers counted apart; 96 MiB covers the three with room. (It was 256 MiB,
+// which hid the prefill chunk's ~105 MiB on the race shape and wasted the rest.)
+constexpr uint64_t kFixedScratchBytes = 96ull << 20;
+// Rows of one prefill forward: compute's default prefill chunk (EngineOptions::prefill_chunk).
+constexpr uint64_t kPrefillChunkRows = 128;
+// Bytes one prompt row of a prefill chunk holds at the peak (an upper bound, checked against the
+// measured footprint on three shapes, docs/MEASUREMENTS.md): the RVQ lookup tables of the
+// row's expert input (gate and up: expert_hidden / 8 groups x 3 stages x 256 bytes each) and its
+// three copies, the down tables and expert activations of the experts it routes to, the
+// experts' weighted outputs (top_k x expert_hidden), the MoE sums, the int8 copy of the widest
+// product input (1.375 bytes a value) and four widest vectors of the attention layers' own.
+uint64_t prefill_row_bytes(const ModelConfig& c);
 constexpr int kMaxDefaultWorkingSets = 3;
 
 struct SessionState {
