@@ -16,6 +16,7 @@
 
 #include "shared/kernels/matvec_int8.h"
 #include "shared/kernels/matvec_paths.h"
+#include "shared/kernels/prefetch.h"
 
 namespace waste {
 namespace {
@@ -94,6 +95,10 @@ struct Kernel {
   void q4g_row(int64_t r, int64_t t0, float* y) const {
     const auto* wrow = static_cast<const uint8_t*>(w.data) + r * (cols / 2);
     const uint16_t* srow = w.scales + r * groups;
+    if (t0 == 0 && r + kTrunkPrefetchRows < w.rows) {
+      prefetch_range(wrow + kTrunkPrefetchRows * (cols / 2), cols / 2);
+      prefetch_range(srow + kTrunkPrefetchRows * groups, groups * 2);
+    }
     const __m512i nib = _mm512_set1_epi8(0x0f);
     __m512 acc[T];
 #pragma GCC unroll 4
@@ -132,6 +137,10 @@ struct Kernel {
   void q8g_row(int64_t r, int64_t t0, float* y) const {
     const auto* wrow = static_cast<const uint8_t*>(w.data) + r * cols;
     const uint16_t* srow = w.scales + r * groups;
+    if (t0 == 0 && r + kTrunkPrefetchRows < w.rows) {
+      prefetch_range(wrow + kTrunkPrefetchRows * cols, cols);
+      prefetch_range(srow + kTrunkPrefetchRows * groups, groups * 2);
+    }
     const __m512i flip = _mm512_set1_epi8(char(0x80));
     __m512 acc[T];
 #pragma GCC unroll 4

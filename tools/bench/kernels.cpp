@@ -1,11 +1,17 @@
 // waste-bench-kernels: throughput of the VQ3R kernels on routed-expert shapes, with codes
 // streaming from memory (a few hundred MB of distinct experts, far beyond cache).
 //   waste-bench-kernels [MB of experts per shape, default 256]
+//   waste-bench-kernels --pages [MB]: apply_expert on codes in /dev/shm (4 KiB pages, as iod's
+//     cache on a default mount) against codes in anonymous memory on transparent huge pages (as
+//     `--resident`), alternated round by round, best and median of the rounds (issue 17).
 // Figures are weights per second of CPU time (CLOCK_THREAD/PROCESS_CPUTIME: this machine is
 // shared, so wall time would mostly measure the neighbours) and, for all cores, also per
 // wall second. apply_expert counts the per-token gate/up table build and the per-expert
 // down table build. The default SIMD path is the machine's (cap with WASTE_SIMD=avx2|scalar).
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "shared/container/expert_view.h"
@@ -48,12 +55,13 @@ struct ExpertBank {
   std::vector<uint8_t> codes;
   std::vector<uint16_t> scales;
   std::vector<float> books;
+  const uint8_t* codes_at = nullptr;  // where view() reads the codes (default: `codes`)
   ExpertView view(int e) const {
     ExpertView v;
     v.format = TensorFormat::VQ3R;
     v.hidden = H;
     v.intermediate = I;
-    const uint8_t* base = codes.data() + size_t(e) * expert_bytes;
+    const uint8_t* base = (codes_at ? codes_at : codes.data()) + size_t(e) * expert_bytes;
     v.gate = base;
     v.up = base + matrix_bytes_gu;
     v.down = base + 2 * matrix_bytes_gu;
@@ -97,9 +105,90 @@ double per_call_cpu(double min_cpu, int min_reps, const std::function<void(int)>
   return (clock_s(CLOCK_THREAD_CPUTIME_ID) - t0) / reps;
 }
 
+// A copy of `bytes` in one of the two kinds of memory an expert can sit in when it is computed.
+class PageMapping {
+ public:
+  enum Kind { DevShm, HugeAnon };
+  PageMapping(Kind kind, const uint8_t* src, size_t bytes) : bytes_(bytes) {
+    if (kind == DevShm) {
+      // As iod's segment: a POSIX shared-memory object, MAP_SHARED (4 KiB pages unless /dev/shm
+      // is mounted with huge=).
+      const std::string name = "/waste-bench-pages-" + std::to_string(getpid());
+      const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+      if (fd < 0) { std::perror("shm_open"); std::exit(1); }
+      shm_unlink(name.c_str());
+      if (ftruncate(fd, off_t(bytes)) != 0) { std::perror("ftruncate"); std::exit(1); }
+      p_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+    } else {
+      // As `--resident` and the trunk: anonymous, 2 MiB aligned, advised for huge pages.
+      const size_t huge = size_t(2) << 20;
+      bytes_ = (bytes + huge - 1) / huge * huge + huge;
+      p_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p_ != MAP_FAILED) {
+        offset_ = (huge - reinterpret_cast<uintptr_t>(p_) % huge) % huge;
+        madvise(static_cast<uint8_t*>(p_) + offset_, bytes, MADV_HUGEPAGE);
+      }
+    }
+    if (p_ == MAP_FAILED) { std::perror("mmap"); std::exit(1); }
+    std::copy(src, src + bytes, data());
+  }
+  ~PageMapping() { munmap(p_, bytes_); }
+  PageMapping(const PageMapping&) = delete;
+  PageMapping& operator=(const PageMapping&) = delete;
+  uint8_t* data() const { return static_cast<uint8_t*>(p_) + offset_; }
+
+ private:
+  void* p_ = MAP_FAILED;
+  size_t bytes_ = 0, offset_ = 0;
+};
+
+// apply_expert over the bank's experts in order (8 per "token", the gate/up tables built once
+// per 8), codes in /dev/shm vs huge pages, alternated round by round: the ratio of the two is
+// what decode through iod loses to --resident in the expert phase. One core (CPU time) and the
+// whole pool (wall time, as decode runs: an expert's rows split over the threads).
+int pages_main(size_t mb) {
+  ThreadPool& pool = ThreadPool::global();
+  std::printf("# waste-bench-kernels --pages: %s, %zu MB of experts\n", cpu_summary().c_str(), mb);
+  const ExpertActivation act;
+  struct Shape { const char* name; int H, I; };
+  for (const Shape sh : {Shape{"kimi-linear", 2304, 1024}, Shape{"k3", 3584, 3072}}) {
+    ExpertBank bank = make_bank(sh.H, sh.I, mb);
+    PageMapping shm(PageMapping::DevShm, bank.codes.data(), bank.codes.size());
+    PageMapping huge(PageMapping::HugeAnon, bank.codes.data(), bank.codes.size());
+    std::vector<float> x = input(sh.H, 1), out(size_t(sh.H), 0.0f);
+    ExpertTables et;
+    ExpertScratch scratch;
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      constexpr int kRounds = 9;
+      const clockid_t clock = p ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+      std::vector<double> us[2];
+      for (int round = 0; round < kRounds; ++round)
+        for (int kind = 0; kind < 2; ++kind) {
+          bank.codes_at = kind == 0 ? shm.data() : huge.data();
+          const double t0 = clock_s(clock);
+          for (int e = 0; e < bank.count; ++e) {
+            if (e % 8 == 0) build_expert_tables(x.data(), sh.H, bank.books.data(), et);
+            apply_expert(bank.view(e), et, 0.125f, act, scratch, out.data(), p);
+          }
+          us[kind].push_back((clock_s(clock) - t0) / bank.count * 1e6);
+        }
+      for (auto& v : us) std::sort(v.begin(), v.end());
+      std::printf("%-12s %3d experts of %5.2f MB, %s: us per expert best (median): /dev/shm %.0f (%.0f), huge pages "
+                  "%.0f (%.0f); huge / shm best %.3f, median %.3f\n",
+                  sh.name, bank.count, double(bank.expert_bytes) / 1e6,
+                  p ? (std::to_string(p->size()) + " threads, wall").c_str() : "1 core, CPU", us[0][0],
+                  us[0][kRounds / 2], us[1][0], us[1][kRounds / 2], us[1][0] / us[0][0],
+                  us[1][kRounds / 2] / us[0][kRounds / 2]);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--pages") return pages_main(argc > 2 ? size_t(std::atoll(argv[2])) : 512);
   const size_t mb = argc > 1 ? size_t(std::atoll(argv[1])) : 256;
   ThreadPool& pool = ThreadPool::global();
   std::printf("# waste-bench-kernels: %s, %u threads, %zu MB of experts per shape\n", cpu_summary().c_str(), pool.size(), mb);
