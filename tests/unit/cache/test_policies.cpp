@@ -106,6 +106,9 @@ TEST_CASE("pinned slots are never evicted") {
 TEST_CASE("prefetched and pre-warmed records rank below demanded ones") {
   CacheGeometry g = CacheGeometry::dense(1, 64, 1);
   for (const std::string& spec : policy_names()) {
+    // The C engine's rule gives a speculative read hits = 1 and the current clock, like a
+    // demand read (ecache.c ec_claim_spec): lfru reproduces it and does not rank guesses lower.
+    if (spec == "lfru") continue;
     CAPTURE(spec);
     auto policy = make_policy(spec, g);
     ExpertCache cache(g, 2, *policy);
