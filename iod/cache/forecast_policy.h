@@ -62,8 +62,11 @@ class ForecastPolicy final : public CachePolicy {
 
   static constexpr uint32_t kRecentBits = 3;    // most recent visits kept exactly in the class
   static constexpr uint32_t kCountBuckets = 7;  // buckets of the count over the 29 older visits
+  // For a key not routed to in its kRecentBits last visits but before: visits since its last
+  // use, 3-7, 8-15, 16-31, 32-63, 64-127, 128+ (buckets 1-6; 0 = used recently, or never).
+  static constexpr uint32_t kAgeBuckets = 7;
   static constexpr uint32_t kPriorBuckets = 5;  // usage-file popularity buckets (all 0 without)
-  static constexpr uint32_t kClasses = (1u << kRecentBits) * kCountBuckets * kPriorBuckets;
+  static constexpr uint32_t kClasses = (1u << kRecentBits) * kCountBuckets * kAgeBuckets * kPriorBuckets;
 
  private:
   uint32_t class_of(uint32_t key) const;
@@ -77,6 +80,8 @@ class ForecastPolicy final : public CachePolicy {
   float prefetch_far_ = 0;           // far term of a prefetch guess
   std::vector<uint8_t> prior_bucket_;  // per key
   std::vector<uint32_t> history_;      // per key: bit i = routed to at its layer's (i+1)-th last visit
+  std::vector<uint32_t> idle_;         // per key: its layer's visits since it was last routed to
+                                       // (kNeverUsed before the first time), saturating
   std::vector<uint16_t> class_;        // per key: class_of(history), kept in step with it
   std::vector<float> yes_, seen_;      // per class: samples routed to, all samples
   std::vector<float> visit_yes_, visit_seen_;  // per class: samples of the current visit
@@ -98,6 +103,7 @@ class ForecastPolicy final : public CachePolicy {
   // Per slot: the key's class, or kFreeSlot (kept in step so the victim scan reads one array).
   std::vector<uint16_t> slot_class_;
   static constexpr uint16_t kFreeSlot = 0xFFFF;
+  static constexpr uint32_t kNeverUsed = 0xFFFFFFFFu;
   static_assert(kClasses < kFreeSlot);
   std::vector<uint32_t> slot_pos_;     // per slot: cycle position of the key's layer
   std::vector<uint8_t> slot_guess_;    // per slot: 1 = prefetched, not hit since;
