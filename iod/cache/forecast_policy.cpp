@@ -15,12 +15,14 @@ namespace {
 constexpr float kBaseWeight = 2.0f;
 
 uint32_t count_bucket(uint32_t n) {
-  // Routed-to count over the older visits: 0, 1, 2, 3-4, 5-7, 8-11, 12+.
+  // Routed-to count over the older visits: 0, 1, 2, 3-4, 5-7, 8-11, 12-19, 20-31, 32+.
   if (n <= 2) return n;
   if (n <= 4) return 3;
   if (n <= 7) return 4;
   if (n <= 11) return 5;
-  return 6;
+  if (n <= 19) return 6;
+  if (n <= 31) return 7;
+  return 8;
 }
 
 }  // namespace
@@ -99,9 +101,10 @@ void ForecastPolicy::regroup(uint32_t slot) {
 }
 
 uint32_t ForecastPolicy::class_of(uint32_t key) const {
-  uint32_t h = history_[key];
-  uint32_t recent = h & ((1u << kRecentBits) - 1);
-  uint32_t older = count_bucket(uint32_t(std::popcount(h >> kRecentBits)));
+  uint64_t h = history_[key];
+  uint32_t recent = uint32_t(h) & ((1u << kRecentBits) - 1);
+  // Recently used keys: the count over the 29 visits before the recent ones; quiet ones: over 61.
+  uint32_t older = count_bucket(uint32_t(std::popcount((recent ? uint32_t(h) : h) >> kRecentBits)));
   uint32_t age = 0;
   if (recent == 0 && idle_[key] != kNeverUsed) {
     // How long ago the last use was: keys with the same count but a fresher use are likelier.

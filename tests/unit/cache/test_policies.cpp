@@ -282,9 +282,9 @@ TEST_CASE("forecast: a key that went quiet is told from one never used, by how l
   };
   visit(1);
   for (int t = 1; t <= 40; ++t) visit(2);
-  // Expert 1's use left its 32-visit history at visit 32: from then on it is in the class
-  // "no use in the history, last use 32-63 visits ago", sampled by it alone at visits 33-40:
-  // 8 samples, none routed to; its parent (any older count) has the same: (0 + 2/64) / 10.
+  // From visit 32 on, expert 1 is in the class "not in the recent visits, one use in the older
+  // ones, last use 32-63 visits ago", sampled by it alone at visits 33-40: 8 samples, none
+  // routed to; its parent (any older count) has the same: (0 + 2/64) / 10.
   CHECK(p.use_probability({0, 1}) == doctest::Approx((2 * (2.0 / 64 / 10)) / 10));
   // Never used: 64 + 63 + 39 x 62 = 2545 samples, 2 routed to (visit 0, visit 1); the parent
   // has the same samples. Before the age buckets both keys shared this class.
