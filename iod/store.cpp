@@ -28,6 +28,7 @@ class Store::GuardPolicy final : public cache::CachePolicy {
   std::string name() const override { return inner_.name(); }
   void reset(uint32_t slots) override { inner_.reset(slots); }
   void on_fetch(uint32_t layer, std::span<const uint32_t> experts) override { inner_.on_fetch(layer, experts); }
+  void on_miss(ExpertKey key, cache::InsertKind kind) override { inner_.on_miss(key, kind); }
   void on_hit(uint32_t slot, ExpertKey key) override { inner_.on_hit(slot, key); }
   void on_insert(uint32_t slot, ExpertKey key, cache::InsertKind kind) override { inner_.on_insert(slot, key, kind); }
   void on_evict(uint32_t slot, ExpertKey key) override { inner_.on_evict(slot, key); }

@@ -50,6 +50,7 @@ Acquired ExpertCache::acquire(ExpertKey key) {
     policy_.on_hit(s, key);
     return out;
   }
+  policy_.on_miss(key, InsertKind::Demand);
   uint32_t s = take_slot(out);
   if (s == kNoSlot) return out;
   slot_key_[s] = k;
@@ -65,6 +66,7 @@ Acquired ExpertCache::insert_guess(ExpertKey key, InsertKind kind) {
   uint32_t k = geometry_.key_index(key);
   Acquired out;
   if (key_slot_[k] != kNoSlot) return out;
+  policy_.on_miss(key, kind);
   uint32_t s = take_slot(out);
   if (s == kNoSlot) return out;
   slot_key_[s] = k;

@@ -15,12 +15,14 @@ namespace {
 constexpr float kBaseWeight = 2.0f;
 
 uint32_t count_bucket(uint32_t n) {
-  // Routed-to count over the older visits: 0, 1, 2, 3-4, 5-7, 8-11, 12+.
+  // Routed-to count over the older visits: 0, 1, 2, 3-4, 5-7, 8-11, 12-19, 20-31, 32+.
   if (n <= 2) return n;
   if (n <= 4) return 3;
   if (n <= 7) return 4;
   if (n <= 11) return 5;
-  return 6;
+  if (n <= 19) return 6;
+  if (n <= 31) return 7;
+  return 8;
 }
 
 }  // namespace
@@ -50,6 +52,7 @@ ForecastPolicy::ForecastPolicy(const CacheGeometry& geometry, ForecastParams par
 void ForecastPolicy::reset(uint32_t slots) {
   const uint32_t keys = geometry_.key_count(), L = geometry_.moe_layer_count();
   history_.assign(keys, 0);
+  idle_.assign(keys, kNeverUsed);
   class_.assign(keys, 0);
   for (uint32_t k = 0; k < keys; ++k) class_[k] = uint16_t(class_of(k));
   yes_.assign(kClasses, 0.0f);
@@ -98,10 +101,17 @@ void ForecastPolicy::regroup(uint32_t slot) {
 }
 
 uint32_t ForecastPolicy::class_of(uint32_t key) const {
-  uint32_t h = history_[key];
-  uint32_t recent = h & ((1u << kRecentBits) - 1);
-  uint32_t older = count_bucket(uint32_t(std::popcount(h >> kRecentBits)));
-  return (prior_bucket_[key] * kCountBuckets + older) * (1u << kRecentBits) + recent;
+  uint64_t h = history_[key];
+  uint32_t recent = uint32_t(h) & ((1u << kRecentBits) - 1);
+  // Recently used keys: the count over the 29 visits before the recent ones; quiet ones: over 61.
+  uint32_t older = count_bucket(uint32_t(std::popcount((recent ? uint32_t(h) : h) >> kRecentBits)));
+  uint32_t age = 0;
+  if (recent == 0 && idle_[key] != kNeverUsed) {
+    // How long ago the last use was: keys with the same count but a fresher use are likelier.
+    const uint32_t idle = idle_[key];
+    age = idle < 8 ? 1 : idle < 16 ? 2 : idle < 32 ? 3 : idle < 64 ? 4 : idle < 128 ? 5 : 6;
+  }
+  return ((prior_bucket_[key] * kAgeBuckets + age) * kCountBuckets + older) * (1u << kRecentBits) + recent;
 }
 
 void ForecastPolicy::set_far(uint32_t c) {
@@ -131,6 +141,8 @@ void ForecastPolicy::on_fetch(uint32_t layer, std::span<const uint32_t> experts)
     visit_yes_[c] += float(routed_[e]);
     visit_seen_[c] += 1.0f;
     history_[k] = (history_[k] << 1) | routed_[e];
+    if (routed_[e]) idle_[k] = 0;
+    else if (idle_[k] < 1024) ++idle_[k];
     class_[k] = uint16_t(class_of(k));
     if (const uint32_t s = key_slot_[k]; s != kNoSlot) {
       slot_class_[s] = class_[k];

@@ -8,7 +8,8 @@
 //
 //   * every key keeps a bit history of its layer's visits (1 = routed to at that visit);
 //   * the history (its last kRecentBits visits exactly, a bucket of the count over the older
-//     ones) and, when a usage file is loaded, the key's popularity bucket form a class;
+//     ones, and for a key not used in the recent visits how long ago its last use was) and,
+//     when a usage file is loaded, the key's popularity bucket form a class;
 //   * at every visit of a layer, each key of that layer is one sample of its class: was it
 //     routed to at this visit? The per-class frequency (smoothed toward a coarser parent class
 //     while a class has few samples) is the probability p that the key's next visit uses it.
@@ -61,9 +62,15 @@ class ForecastPolicy final : public CachePolicy {
   double use_probability(ExpertKey key) const;
 
   static constexpr uint32_t kRecentBits = 3;    // most recent visits kept exactly in the class
-  static constexpr uint32_t kCountBuckets = 7;  // buckets of the count over the 29 older visits
+  // Buckets of the routed-to count over the older visits: the 29 before the recent ones for a
+  // key used in its recent visits, the 61 before them for a quiet one (a longer memory where
+  // the recent bits say nothing).
+  static constexpr uint32_t kCountBuckets = 9;
+  // For a key not routed to in its kRecentBits last visits but before: visits since its last
+  // use, 3-7, 8-15, 16-31, 32-63, 64-127, 128+ (buckets 1-6; 0 = used recently, or never).
+  static constexpr uint32_t kAgeBuckets = 7;
   static constexpr uint32_t kPriorBuckets = 5;  // usage-file popularity buckets (all 0 without)
-  static constexpr uint32_t kClasses = (1u << kRecentBits) * kCountBuckets * kPriorBuckets;
+  static constexpr uint32_t kClasses = (1u << kRecentBits) * kCountBuckets * kAgeBuckets * kPriorBuckets;
 
  private:
   uint32_t class_of(uint32_t key) const;
@@ -76,7 +83,9 @@ class ForecastPolicy final : public CachePolicy {
   double base_p_ = 0;                // top_k / experts: the uninformed probability
   float prefetch_far_ = 0;           // far term of a prefetch guess
   std::vector<uint8_t> prior_bucket_;  // per key
-  std::vector<uint32_t> history_;      // per key: bit i = routed to at its layer's (i+1)-th last visit
+  std::vector<uint64_t> history_;      // per key: bit i = routed to at its layer's (i+1)-th last visit
+  std::vector<uint32_t> idle_;         // per key: its layer's visits since it was last routed to
+                                       // (kNeverUsed before the first time), saturating
   std::vector<uint16_t> class_;        // per key: class_of(history), kept in step with it
   std::vector<float> yes_, seen_;      // per class: samples routed to, all samples
   std::vector<float> visit_yes_, visit_seen_;  // per class: samples of the current visit
@@ -98,6 +107,7 @@ class ForecastPolicy final : public CachePolicy {
   // Per slot: the key's class, or kFreeSlot (kept in step so the victim scan reads one array).
   std::vector<uint16_t> slot_class_;
   static constexpr uint16_t kFreeSlot = 0xFFFF;
+  static constexpr uint32_t kNeverUsed = 0xFFFFFFFFu;
   static_assert(kClasses < kFreeSlot);
   std::vector<uint32_t> slot_pos_;     // per slot: cycle position of the key's layer
   std::vector<uint8_t> slot_guess_;    // per slot: 1 = prefetched, not hit since;

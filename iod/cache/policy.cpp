@@ -2,9 +2,13 @@
 
 #include <cstdlib>
 
+#include "iod/cache/arc_policy.h"
 #include "iod/cache/forecast_policy.h"
 #include "iod/cache/frequency_policy.h"
+#include "iod/cache/lfru_policy.h"
+#include "iod/cache/lfu_policy.h"
 #include "iod/cache/lru_policy.h"
+#include "iod/cache/s3fifo_policy.h"
 #include "shared/util/error.h"
 
 namespace waste::cache {
@@ -21,13 +25,19 @@ double parse_param(const std::string& spec, const std::string& key, const std::s
 
 }  // namespace
 
-std::vector<std::string> policy_names() { return {"lru", "lrfu", "cyclic", "forecast"}; }
+std::vector<std::string> policy_names() { return {"lru", "lrfu", "cyclic", "forecast", "arc", "s3fifo", "lfu", "lfru"}; }
+
+std::vector<std::string> baseline_policy_names() { return {"lru", "arc", "s3fifo", "lfu", "lfru"}; }
 
 std::string policy_help() {
-  return "forecast (default) | lru | lrfu | cyclic, optionally with :name=value,... "
+  return "forecast (default) | lru | lrfu | cyclic | arc | s3fifo | lfu | lfru, optionally with :name=value,... "
          "(forecast: prefetch=P use probability assumed for a prefetched record, prior=W weight of the "
          "usage-file popularity (0 = ignore), halve=N samples after which a class's counts halve; "
-         "lrfu/cyclic: gamma=G per-token decay of the access count, prior=W, prefetch=P)";
+         "lrfu/cyclic: gamma=G per-token decay of the access count, prior=W, prefetch=P; "
+         "arc: adaptive replacement (Megiddo & Modha); s3fifo: small=R share of the small FIFO (0.1; "
+         "Yang et al. 2023); lfu: LFU with per-key counts kept across evictions, ties to the least recent; "
+         "lfru: the C engine's rule (fewest in-cache hits, then least recent, among sample=N random "
+         "slots, 16; 0 = all slots))";
 }
 
 namespace {
@@ -60,6 +70,29 @@ std::unique_ptr<CachePolicy> make_policy(const std::string& spec, const CacheGeo
   if (name == "lru") {
     require(rest.empty(), "cache policy 'lru' takes no parameters (got '" + rest + "')");
     return std::make_unique<LruPolicy>();
+  }
+  if (name == "arc" || name == "lfu") {
+    require(rest.empty(), "cache policy '" + name + "' takes no parameters (got '" + rest + "')");
+    if (name == "arc") return std::make_unique<ArcPolicy>(geometry);
+    return std::make_unique<LfuPolicy>(geometry);
+  }
+  if (name == "s3fifo") {
+    double small = 0.1;
+    for (const auto& [key, v] : parse_params(spec, rest)) {
+      if (key == "small") small = v;
+      else throw Error("cache policy '" + spec + "': unknown parameter '" + key + "' (" + policy_help() + ")");
+    }
+    return std::make_unique<S3FifoPolicy>(geometry, small);
+  }
+  if (name == "lfru") {
+    double sample = LfruPolicy::kEngineSample;
+    for (const auto& [key, v] : parse_params(spec, rest)) {
+      if (key == "sample") sample = v;
+      else throw Error("cache policy '" + spec + "': unknown parameter '" + key + "' (" + policy_help() + ")");
+    }
+    require(sample >= 0 && sample <= 1e6 && sample == double(uint32_t(sample)),
+            "cache policy '" + spec + "': sample must be a whole number in [0, 1e6]");
+    return std::make_unique<LfruPolicy>(uint32_t(sample));
   }
   if (name == "forecast") {
     ForecastParams params;

@@ -1,6 +1,7 @@
 #include "iod/cache/simulate.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -132,6 +133,69 @@ std::vector<SweepRow> sweep(const RoutingTrace& trace, const std::string& policy
     rows.push_back(row);
   }
   return rows;
+}
+
+std::vector<CompareRow> compare_policies(const RoutingTrace& trace, const std::vector<std::string>& policy_specs,
+                                         std::span<const double> working_sets, const KeyPrior& prior,
+                                         std::span<const ExpertKey> prewarm, uint32_t experts_per_layer) {
+  CacheGeometry g = trace_geometry(trace, experts_per_layer);
+  std::vector<CompareRow> rows;
+  for (double ws : working_sets) {
+    require(ws > 0 && ws <= 1e6, "simulate: working-set multiple must be positive");
+    CompareRow row;
+    row.working_sets = ws;
+    row.slots = uint32_t(std::max<double>(trace.top_k, std::llround(ws * g.working_set_slots())));
+    for (const std::string& spec : policy_specs) {
+      auto policy = make_policy(spec, g, prior);
+      row.hit_rate.push_back(simulate_policy(trace, g, row.slots, *policy, prewarm).hit_rate());
+    }
+    row.optimal_hit_rate = simulate_belady(trace, g, row.slots, true, prewarm).hit_rate();
+    row.optimal_no_bypass_hit_rate = simulate_belady(trace, g, row.slots, false, prewarm).hit_rate();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<std::string> comparison_policies() {
+  std::vector<std::string> out{kDefaultPolicy};
+  for (const std::string& b : baseline_policy_names()) out.push_back(b);
+  return out;
+}
+
+std::string comparison_table(const std::vector<std::string>& specs, const std::vector<CompareRow>& rows) {
+  std::string out = "| WS | slots |";
+  std::string rule = "|---|---|";
+  for (const std::string& s : specs) {
+    out += " " + s + " |";
+    rule += "---|";
+  }
+  out += " optimal | no bypass |";
+  rule += "---|---|";
+  if (specs.size() > 1) {
+    out += " " + specs[0] + " - best other (points) |";
+    rule += "---|";
+  }
+  out += "\n" + rule + "\n";
+  char buf[96];
+  for (const CompareRow& r : rows) {
+    std::snprintf(buf, sizeof buf, "| %g | %u |", r.working_sets, r.slots);
+    out += buf;
+    for (double h : r.hit_rate) {
+      std::snprintf(buf, sizeof buf, " %.2f%% |", 100 * h);
+      out += buf;
+    }
+    std::snprintf(buf, sizeof buf, " %.2f%% | %.2f%% |", 100 * r.optimal_hit_rate, 100 * r.optimal_no_bypass_hit_rate);
+    out += buf;
+    if (specs.size() > 1) {
+      size_t best = 1;
+      for (size_t i = 2; i < r.hit_rate.size(); ++i)
+        if (r.hit_rate[i] > r.hit_rate[best]) best = i;
+      std::snprintf(buf, sizeof buf, " %+.2f (%s) |", 100 * (r.hit_rate[0] - r.hit_rate[best]), specs[best].c_str());
+      out += buf;
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace waste::cache

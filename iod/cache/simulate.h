@@ -48,4 +48,21 @@ std::vector<SweepRow> sweep(const RoutingTrace& trace, const std::string& policy
                             std::span<const ExpertKey> prewarm = {}, uint32_t experts_per_layer = 0);
 extern const std::vector<double> kDefaultWorkingSets;  // 0.5, 1, 2, 4, 8
 
+// Several policies on one trace, side by side: `waste iobench --simulate --policy all` and
+// `waste-bench-cache-policy --policy all` (forecast against every classic baseline).
+struct CompareRow {
+  double working_sets = 0;
+  uint32_t slots = 0;
+  std::vector<double> hit_rate;  // per policy, in the order given
+  double optimal_hit_rate = 0, optimal_no_bypass_hit_rate = 0;
+};
+std::vector<CompareRow> compare_policies(const RoutingTrace& trace, const std::vector<std::string>& policy_specs,
+                                         std::span<const double> working_sets, const KeyPrior& prior = {},
+                                         std::span<const ExpertKey> prewarm = {}, uint32_t experts_per_layer = 0);
+// The default policy followed by baseline_policy_names(): what "--policy all" expands to.
+std::vector<std::string> comparison_policies();
+// A Markdown table, one row per size: hit rate per policy, the optimum (with bypass), and the
+// first policy's margin in points over the best of the others (which is named).
+std::string comparison_table(const std::vector<std::string>& policy_specs, const std::vector<CompareRow>& rows);
+
 }  // namespace waste::cache

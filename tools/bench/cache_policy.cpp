@@ -6,6 +6,9 @@
 //
 //   waste-bench-cache-policy [--policy SPEC]... [--working-sets 0.5,1,2,4,8] [--learn-half] TRACE...
 //
+// --policy all: forecast and every classic baseline (lru, arc, s3fifo, lfu, lfru), then one
+// table per trace with the hit rates side by side and forecast's margin over the best baseline.
+//
 // --learn-half: learn usage counts from the first half of each trace, replay the second half
 // seeded (prior + pre-warm) with them, so no hit is scored on data the counts have seen.
 #include <algorithm>
@@ -48,7 +51,7 @@ std::vector<double> parse_list(const std::string& s) {
 }
 
 void run(const std::string& path, const std::vector<std::string>& policies, const std::vector<double>& ws,
-         bool learn_half) {
+         bool learn_half, bool table) {
   RoutingTrace trace = read_routing_trace(path);
   CacheGeometry g = trace_geometry(trace);
   KeyPrior prior;
@@ -84,6 +87,10 @@ void run(const std::string& path, const std::vector<std::string>& policies, cons
                   100 * opt_pinned, opt > 0 ? hit / opt : 0.0, best_ns);
     }
   }
+  if (table) {
+    std::printf("\n%s: hit rate per policy\n\n%s\n", path.c_str(),
+                comparison_table(policies, compare_policies(trace, policies, ws, prior, prewarm)).c_str());
+  }
 }
 
 }  // namespace
@@ -92,18 +99,23 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> policies, traces;
     std::vector<double> ws = kDefaultWorkingSets;
-    bool learn_half = false;
+    bool learn_half = false, table = false;
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
-      if (a == "--policy" && i + 1 < argc) policies.push_back(argv[++i]);
+      if (a == "--policy" && i + 1 < argc && std::string(argv[i + 1]) == "all") {
+        ++i;
+        table = true;
+        for (const std::string& p : comparison_policies()) policies.push_back(p);
+      } else if (a == "--policy" && i + 1 < argc) policies.push_back(argv[++i]);
       else if (a == "--working-sets" && i + 1 < argc) ws = parse_list(argv[++i]);
       else if (a == "--learn-half") learn_half = true;
       else if (!a.empty() && a[0] == '-') throw Error("unknown option " + a);
       else traces.push_back(a);
     }
-    require(!traces.empty(), "usage: waste-bench-cache-policy [--policy SPEC]... [--working-sets L] [--learn-half] TRACE...");
+    require(!traces.empty(), "usage: waste-bench-cache-policy [--policy SPEC|all]... [--working-sets L] [--learn-half] TRACE...\n"
+                             "  SPEC: " + policy_help() + "\n  all: forecast and every classic baseline, side by side");
     if (policies.empty()) policies = {kDefaultPolicy, "lru"};
-    for (const auto& t : traces) run(t, policies, ws, learn_half);
+    for (const auto& t : traces) run(t, policies, ws, learn_half, table);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "waste-bench-cache-policy: %s\n", e.what());

@@ -56,6 +56,30 @@ void run_iobench(const IobenchOptions& o) {
     prior = usage.prior(g);
     prewarm = usage.hottest(g.key_count());
   }
+  if (o.policy == "all") {
+    // forecast and every classic baseline side by side (docs/MEASUREMENTS.md has the table).
+    const std::vector<std::string> specs = cache::comparison_policies();
+    auto rows = cache::compare_policies(trace, specs, o.working_sets, prior, prewarm, g.experts_per_layer());
+    if (o.json) {
+      nlohmann::json j;
+      j["trace"] = o.trace;
+      j["policies"] = specs;
+      j["tokens"] = trace.tokens();
+      j["working_set_slots"] = g.working_set_slots();
+      j["prewarmed"] = have_usage;
+      j["rows"] = nlohmann::json::array();
+      for (const auto& r : rows)
+        j["rows"].push_back({{"working_sets", r.working_sets}, {"slots", r.slots}, {"hit_rate", r.hit_rate},
+                             {"optimal_hit_rate", r.optimal_hit_rate},
+                             {"optimal_no_bypass_hit_rate", r.optimal_no_bypass_hit_rate}});
+      std::printf("%s\n", j.dump(2).c_str());
+      return;
+    }
+    std::printf("trace %s: %zu tokens, %u MoE layers x top-%u (working set %u slots)%s\n\n%s", trace.source.c_str(),
+                trace.tokens(), trace.moe_layers, trace.top_k, g.working_set_slots(),
+                have_usage ? ", pre-warmed from usage counts" : "", cache::comparison_table(specs, rows).c_str());
+    return;
+  }
   auto rows = cache::sweep(trace, o.policy, o.working_sets, prior, prewarm, g.experts_per_layer());
 
   if (o.json) {
@@ -95,7 +119,8 @@ void register_iobench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("iobench", "Replay a routing trace through the expert cache");
   cmd->add_option("--trace", o->trace, "routing trace (.jsonl, one {\"tok\", \"layers\"} object per token)");
   cmd->add_flag("--simulate", o->simulate, "simulate the cache only (no I/O); compare with Belady's optimum");
-  cmd->add_option("--policy", o->policy, cache::policy_help());
+  cmd->add_option("--policy", o->policy,
+                  cache::policy_help() + "; with --simulate also 'all': forecast and every classic baseline side by side");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_option("--working-sets", o->working_sets, "cache sizes in token working sets (default 0.5 1 2 4 8)")
       ->delimiter(',');
