@@ -28,6 +28,9 @@ struct MlaWeights {
 
 // An MLA layer in three steps, so a batch of sessions reads each weight matrix once:
 //   mla_project(all rows) -> mla_attend(each session on its own rows) -> mla_output(all rows).
+// One token goes through MODELS.md 2.1-2.3 in that order: mla_project makes q, [c ; k^R] and
+// (K3) the gate, then absorbs W_UK into the query; mla_attend normalises and rotates the new
+// cache rows, scores, softmaxes and sums the latents; mla_output applies W_UV, the gate, W_o.
 // Per row t of the batch: the queries q [n, H (nope + rope)] (q LoRA normalised, no rope yet),
 // the new cache rows' pre-norm [c ; k^R] kv [n, kv_lora + rope], K3's output gate
 // pre-activation [n, H v] (empty without one), the absorbed queries qabs [n, H, kv_lora + rope]
