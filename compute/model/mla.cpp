@@ -97,19 +97,6 @@ void apply_w_uv(const ModelConfig& c, const MlaWeights& w, const float* latent, 
 
 }  // namespace
 
-void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                 int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y) {
-  mla_forward(c, w, rope, softmax_scale, cache, max_ctx, pos0, x, n, y, &ThreadPool::global());
-}
-
-void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                 int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y, ThreadPool* pool) {
-  MlaProjections p;
-  mla_project(c, w, x, n, p, pool);
-  mla_attend(c, w, rope, softmax_scale, cache, max_ctx, pos0, p, 0, n, pool);
-  mla_output(c, w, p, n, y, pool);
-}
-
 void mla_project(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, MlaProjections& p,
                  ThreadPool* pool) {
   const int64_t H = c.n_heads, qk = c.qk_nope + c.qk_rope, ra = c.q_lora_rank;

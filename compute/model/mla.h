@@ -52,14 +52,4 @@ void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, flo
 void mla_output(const ModelConfig& c, const MlaWeights& w, const MlaProjections& p, int64_t n, float* y,
                 ThreadPool* pool);
 
-// x: n tokens of normalised hidden [n, D] at positions pos0..pos0+n-1; appends their latents
-// to `cache` (bounded by max_ctx) and writes the attention output [n, D] to y.
-// Heads are spread over the global thread pool (not from inside a parallel_for body).
-void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                 int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y);
-// The same with the heads on `pool` (nullptr: the calling thread alone; tests, benchmarks).
-// The result does not depend on the pool: each head is computed whole by one thread.
-void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                 int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y, ThreadPool* pool);
-
 }  // namespace waste

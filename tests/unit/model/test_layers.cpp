@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "compute/model/attn_res.h"
-#include "compute/model/checkpoint_weights.h"
+#include "tests/support/checkpoint_weights.h"
 #include "compute/model/model.h"
 #include "compute/model/ops.h"
 #include "compute/model/rope.h"
