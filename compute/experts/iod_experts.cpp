@@ -140,27 +140,10 @@ void IodExperts::flush_releases() {
 }
 
 ExpertView IodExperts::expert(int layer, int expert) {
-  require(layer >= 0 && expert >= 0, "iod expert: negative layer or expert");
-  const uint32_t e = uint32_t(expert);
-  std::vector<ipc::SlotHandle> hs = fetch_retrying(uint32_t(layer), {&e, 1});
-  require(hs.size() == 1, "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) + " handles for 1 expert");
-  if (!wait_alive(hs[0])) {
-    to_release_.push_back(hs[0]);
-    try {
-      client_->wait(hs[0], 0);
-    } catch (const Error& e) {
-      throw ExpertUnavailable(layer, expert, e.what());
-    }
-  }
-  singles_[{layer, expert}] = hs[0];
-  return view_of(layer, expert, hs[0]);
-}
-
-void IodExperts::release(int layer, int expert) {
-  auto it = singles_.find({layer, expert});
-  if (it == singles_.end()) return;
-  to_release_.push_back(it->second);
-  singles_.erase(it);
+  // The model asks for experts by layer batch only (moe_forward); a path fetching one expert
+  // at a time would have to keep its own pins, and nothing takes it.
+  throw Error("iod experts are served by layer batch (fetch_layer, next_ready), not one at a time (layer " +
+              std::to_string(layer) + ", expert " + std::to_string(expert) + ")");
 }
 
 void IodExperts::prefetch(int layer, std::span<const int> experts) {

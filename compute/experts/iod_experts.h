@@ -38,9 +38,8 @@ class IodExperts : public ExpertSource {
              int64_t call_timeout_ms = ipc::kDefaultCallTimeoutMs, int liveness_ms = 200);
   ~IodExperts() override;
 
-  // Single-expert access (tests, tools): fetch, wait, view; release() unpins.
+  // Throws: experts come by layer batch only (below), the protocol moe_forward uses.
   ExpertView expert(int layer, int expert) override;
-  void release(int layer, int expert) override;
   void prefetch(int layer, std::span<const int> experts) override;
 
   void fetch_layer(int layer, std::span<const int> experts) override;
@@ -90,7 +89,6 @@ class IodExperts : public ExpertSource {
   };
   std::vector<Fetched> window_;  // fetched, not yet handed out (in fetch order)
   std::optional<Fetched> in_use_;  // handed out by the last next_ready()
-  std::map<std::pair<int, int>, ipc::SlotHandle> singles_;  // expert() handles until release()
 };
 
 }  // namespace waste

@@ -72,20 +72,6 @@ void kda_head_recurrent(int K, int64_t n, const KdaHeadInputs& in, float* S, flo
   }
 }
 
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y,
-                 int chunk) {
-  kda_forward(c, w, s, x, n, y, chunk, &ThreadPool::global());
-}
-
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y, int chunk,
-                 ThreadPool* pool) {
-  KdaProjections p;
-  kda_project(c, w, x, n, p);
-  std::vector<float> o(size_t(n) * c.kda_heads * c.kda_head_dim);
-  kda_mix(c, w, s, p, 0, n, o.data(), chunk, pool);
-  kda_output(w, o.data(), n, y);
-}
-
 void kda_project(const ModelConfig& c, const KdaWeights& w, const float* x, int64_t n, KdaProjections& p) {
   const int64_t P = int64_t(c.kda_heads) * c.kda_head_dim;
   for (auto* m : {&p.q, &p.k, &p.v, &p.f, &p.g}) m->resize(size_t(n * P));

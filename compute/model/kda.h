@@ -60,17 +60,6 @@ void kda_mix(const ModelConfig& c, const KdaWeights& w, KdaState& s, KdaProjecti
 // y [n, D] = o_proj o.
 void kda_output(const KdaWeights& w, const float* o, int64_t n, float* y);
 
-// x: n normalised hidden rows [n, D], consumed in order; updates `s`; y gets [n, D].
-// Several tokens go through the chunked form with chunks of `chunk` tokens; one token, or
-// chunk <= 1, through the recurrence.
-// Heads are spread over the global thread pool (not from inside a parallel_for body).
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y,
-                 int chunk = kKdaPrefillChunk);
-// The same with the heads on `pool` (nullptr: the calling thread alone; tests, benchmarks).
-// The result does not depend on the pool: each head is computed whole by one thread.
-void kda_forward(const ModelConfig& c, const KdaWeights& w, KdaState& s, const float* x, int64_t n, float* y, int chunk,
-                 ThreadPool* pool);
-
 // Log of the per-channel decay, a = log(alpha) <= 0, from A = exp(A_log[h]) and
 // z = f + dt_bias: Kimi-Linear -exp(A_log) softplus(z); K3 lb * sigmoid(A z) (lb = -5).
 float kda_log_decay(const ModelConfig& c, float A, float z);

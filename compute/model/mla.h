@@ -28,6 +28,9 @@ struct MlaWeights {
 
 // An MLA layer in three steps, so a batch of sessions reads each weight matrix once:
 //   mla_project(all rows) -> mla_attend(each session on its own rows) -> mla_output(all rows).
+// One token goes through MODELS.md 2.1-2.3 in that order: mla_project makes q, [c ; k^R] and
+// (K3) the gate, then absorbs W_UK into the query; mla_attend normalises and rotates the new
+// cache rows, scores, softmaxes and sums the latents; mla_output applies W_UV, the gate, W_o.
 // Per row t of the batch: the queries q [n, H (nope + rope)] (q LoRA normalised, no rope yet),
 // the new cache rows' pre-norm [c ; k^R] kv [n, kv_lora + rope], K3's output gate
 // pre-activation [n, H v] (empty without one), the absorbed queries qabs [n, H, kv_lora + rope]
@@ -48,15 +51,5 @@ void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, flo
 // y [n, D] = o_proj (W_UV latent per head, gated by sigmoid(gate) when the layer has one).
 void mla_output(const ModelConfig& c, const MlaWeights& w, const MlaProjections& p, int64_t n, float* y,
                 ThreadPool* pool);
-
-// x: n tokens of normalised hidden [n, D] at positions pos0..pos0+n-1; appends their latents
-// to `cache` (bounded by max_ctx) and writes the attention output [n, D] to y.
-// Heads are spread over the global thread pool (not from inside a parallel_for body).
-void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                 int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y);
-// The same with the heads on `pool` (nullptr: the calling thread alone; tests, benchmarks).
-// The result does not depend on the pool: each head is computed whole by one thread.
-void mla_forward(const ModelConfig& c, const MlaWeights& w, const Rope& rope, float softmax_scale, MlaCache& cache,
-                 int64_t max_ctx, int64_t pos0, const float* x, int64_t n, float* y, ThreadPool* pool);
 
 }  // namespace waste

@@ -190,19 +190,20 @@ void Model::prefetch_next(int L, const float* h, int64_t n) const {
   // slots while the next layer's attention runs, even at the floor budget where nothing else
   // is free. The guess: the next layer's router on the next layer's norm of the stream after
   // this layer (what it will see, minus the next attention's output).
-  ModelConfig c = config_;
-  c.top_k = std::min(lookahead_, c.n_experts);
+  RouterParams guess_router = RouterParams::of(config_);
+  guess_router.top_k = std::min(lookahead_, guess_router.n_experts);
+  const int k = guess_router.top_k;
   std::vector<float> normed(size_t(n) * D);
   for (int64_t t = 0; t < n; ++t) rmsnorm(h + t * D, next.post_norm.data(), D, config_.rms_eps, &normed[size_t(t) * D]);
-  std::vector<int> chosen(size_t(n) * c.top_k);
+  std::vector<int> chosen(size_t(n) * k);
   std::vector<float> weight(chosen.size());
-  route(c, next.moe.router, normed.data(), n, chosen.data(), weight.data());
+  route(guess_router, next.moe.router, normed.data(), n, chosen.data(), weight.data());
   // Best first: rank by position in each token's list, then by id.
   std::vector<int> order;
   std::vector<bool> seen(size_t(config_.n_experts), false);
-  for (int j = 0; j < c.top_k; ++j)
+  for (int j = 0; j < k; ++j)
     for (int64_t t = 0; t < n; ++t) {
-      const int e = chosen[size_t(t * c.top_k + j)];
+      const int e = chosen[size_t(t * k + j)];
       if (!seen[size_t(e)]) {
         seen[size_t(e)] = true;
         order.push_back(e);

@@ -1,6 +1,5 @@
 #include "compute/model/moe.h"
 
-#include <map>
 #include <memory>
 #include <algorithm>
 #include <vector>
@@ -23,10 +22,22 @@ void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int6
 
 namespace {
 
+// Step 2's result: the batch's (row, weight) pairs grouped by expert, in flat arrays. Expert
+// ids[i] (ascending) serves the pairs offsets[i] .. offsets[i + 1] of rows and weights, in the
+// order the tokens chose them (row ascending). Pair p's weighted output goes to row p of the
+// step's `contrib` buffer.
+struct ExpertGroups {
+  std::vector<int> ids;
+  std::vector<size_t> offsets;  // ids.size() + 1 entries
+  std::vector<int64_t> rows;
+  std::vector<float> weights;
+
+  size_t size(size_t i) const { return offsets[i + 1] - offsets[i]; }
+};
+
 // Per-thread buffers of the routed-expert step, kept between calls (see moe_forward).
 struct MoeScratch {
-  std::vector<float> contrib, acc, in, out, wts;
-  std::vector<int64_t> rows;
+  std::vector<float> contrib, acc, in, out;
   std::unique_ptr<RvqExpertBatch> rvq;
   bool situ = false;  // the activation rvq was made for
   float beta = 0, beta_linear = 0;
@@ -43,18 +54,129 @@ struct LayerBatchGuard {
   }
 };
 
+// Step 2. A counting sort by expert id: stable, so each expert's pairs keep the tokens' order.
+// chosen, weight: [n, k].
+ExpertGroups group_by_expert(const int* chosen, const float* weight, int64_t n, int k, int n_experts) {
+  const size_t pairs = size_t(n) * size_t(k);
+  std::vector<size_t> count(size_t(n_experts), 0);
+  for (size_t p = 0; p < pairs; ++p) ++count[size_t(chosen[p])];
+  ExpertGroups g;
+  std::vector<size_t> start(static_cast<size_t>(n_experts));  // where expert e's pairs begin in rows
+  g.offsets.push_back(0);
+  for (int e = 0; e < n_experts; ++e) {
+    start[size_t(e)] = g.offsets.back();
+    if (count[size_t(e)] == 0) continue;
+    g.ids.push_back(e);
+    g.offsets.push_back(g.offsets.back() + count[size_t(e)]);
+  }
+  g.rows.resize(pairs);
+  g.weights.resize(pairs);
+  for (size_t p = 0; p < pairs; ++p) {
+    const size_t at = start[size_t(chosen[p])]++;
+    g.rows[at] = int64_t(p / size_t(k));
+    g.weights[at] = weight[p];
+  }
+  return g;
+}
+
+// The VQ3R kernels' batch over this step's rows z [n, Z]: each row's lookup tables are built
+// once per layer and shared by every expert that reads the row. The object (and its table
+// memory) is kept per thread and remade only when the activation changes.
+RvqExpertBatch& rvq_batch(MoeScratch& ws, const ModelConfig& c, const float* z, int64_t n, int Z) {
+  const bool situ = c.activation == Activation::SiTU;
+  if (!ws.rvq || ws.situ != situ || ws.beta != c.situ_beta || ws.beta_linear != c.situ_linear_beta) {
+    ws.rvq = std::make_unique<RvqExpertBatch>(situ, c.situ_beta, c.situ_linear_beta);
+    ws.situ = situ;
+    ws.beta = c.situ_beta;
+    ws.beta_linear = c.situ_linear_beta;
+  }
+  ws.rvq->set_inputs(z, n, Z);
+  return *ws.rvq;
+}
+
+void check_expert_shape(const ModelConfig& c, int layer, int expert, const ExpertView& v, int Z) {
+  if (v.hidden != Z || v.intermediate != c.moe_intermediate)
+    throw Error("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) + " has shape hidden " +
+                std::to_string(v.hidden) + " x inner " + std::to_string(v.intermediate) + ", expected " +
+                std::to_string(Z) + " x " + std::to_string(c.moe_intermediate));
+}
+
+// Step 3. Each expert as it arrives (completion order through iod): its pairs' outputs, each
+// times its weight, into its own rows of ws.contrib [pairs, Z]. Which order they arrive in
+// never shows: step 4 sums them in expert order.
+void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const ExpertGroups& g, const float* z,
+                   int64_t n, int Z, MoeScratch& ws, PhaseClock& clock, std::vector<RowFault>* faults) {
+  ws.contrib.resize(g.rows.size() * size_t(Z));  // every row is overwritten below
+  RvqExpertBatch* rvq = nullptr;                  // made on the first VQ3R expert
+  LayerBatchGuard guard{experts};
+  experts.fetch_layer(layer, g.ids);
+  for (;;) {
+    ExpertView v;
+    int i;
+    try {
+      i = experts.next_ready(v);
+    } catch (const ExpertUnavailable& lost) {
+      // Only the rows routed to this expert are at fault: they get no contribution from it
+      // and are reported; every other row of the batch comes out exact.
+      if (!faults || lost.layer != layer) throw;
+      const auto at = std::lower_bound(g.ids.begin(), g.ids.end(), lost.expert);
+      if (at == g.ids.end() || *at != lost.expert) throw;
+      const size_t k_lost = size_t(at - g.ids.begin());
+      std::fill_n(&ws.contrib[g.offsets[k_lost] * size_t(Z)], g.size(k_lost) * size_t(Z), 0.0f);
+      for (size_t p = g.offsets[k_lost]; p < g.offsets[k_lost + 1]; ++p) faults->push_back({g.rows[p], lost.what()});
+      continue;
+    }
+    clock.lap(&PhaseTimes::fetch_wait, layer, i < 0 ? -1 : g.ids[size_t(i)]);
+    if (i < 0) break;
+    const int e = g.ids[size_t(i)];
+    check_expert_shape(c, layer, e, v, Z);
+    const size_t first = g.offsets[size_t(i)];
+    const int64_t m = int64_t(g.size(size_t(i)));
+    float* dst = &ws.contrib[first * size_t(Z)];
+    if (v.format == TensorFormat::VQ3R) {
+      // Compressed experts go through the RVQ lookup-table kernels.
+      if (!rvq) rvq = &rvq_batch(ws, c, z, n, Z);
+      rvq->apply_rows(v, &g.rows[first], &g.weights[first], m, dst);
+    } else {
+      ws.in.resize(size_t(m) * Z);
+      ws.out.resize(size_t(m) * Z);
+      for (int64_t r = 0; r < m; ++r) std::copy_n(z + size_t(g.rows[first + size_t(r)]) * Z, Z, &ws.in[size_t(r) * Z]);
+      apply_lossless_expert(c, v, ws.in.data(), m, ws.out.data());
+      for (int64_t r = 0; r < m; ++r) {
+        const float wt = g.weights[first + size_t(r)];
+        for (int d = 0; d < Z; ++d) dst[size_t(r) * Z + d] = wt * ws.out[size_t(r) * Z + d];
+      }
+    }
+    clock.lap(&PhaseTimes::experts, layer, e);
+  }
+}
+
+// Step 4. acc [n, Z] = each row's weighted expert outputs, added in ascending expert order: a
+// fixed order, so the floating-point sum is the same whatever order the experts arrived in.
+void sum_in_expert_order(const ExpertGroups& g, const std::vector<float>& contrib, int64_t n, int Z,
+                         std::vector<float>& acc) {
+  acc.assign(size_t(n) * Z, 0.0f);
+  for (size_t p = 0; p < g.rows.size(); ++p) {
+    float* a = &acc[size_t(g.rows[p]) * Z];
+    const float* src = &contrib[p * size_t(Z)];
+    for (int d = 0; d < Z; ++d) a[d] += src[d];
+  }
+}
+
 }  // namespace
 
 void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSource& experts, const float* x,
                  int64_t n, float* y, PhaseTimes* prof, std::vector<int>* routed, std::vector<RowFault>* faults) {
   PhaseClock clock(prof);
   const int D = c.hidden, k = c.top_k;
+
+  // 1. Route: each token's top_k experts and their weights.
   std::vector<int> chosen(size_t(n) * k);
   std::vector<float> weight(size_t(n) * k);
-  route(c, w.router, x, n, chosen.data(), weight.data());
+  route(RouterParams::of(c), w.router, x, n, chosen.data(), weight.data());
   clock.lap(&PhaseTimes::router, layer);
 
-  // Routed experts read z: x itself, or its latent projection (K3).
+  // Routed experts read z: x itself, or its latent projection (K3, MODELS.md A.5).
   const bool latent = w.latent_down.rows > 0;
   const int Z = latent ? int(w.latent_down.rows) : D;
   std::vector<float> z_latent;
@@ -65,114 +187,20 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     z = z_latent.data();
   }
 
-  // Tokens per expert, in ascending expert order: the union of the batch's experts is fetched
-  // once and each expert runs on all of its tokens at once.
-  std::map<int, std::vector<std::pair<int64_t, float>>> users;
-  for (int64_t t = 0; t < n; ++t)
-    for (int j = 0; j < k; ++j) users[chosen[size_t(t * k + j)]].push_back({t, weight[size_t(t * k + j)]});
-  std::vector<int> ids;
-  std::vector<size_t> first_row;  // expert i's outputs start at row first_row[i] of `contrib`
-  size_t total_rows = 0;
-  for (const auto& [e, u] : users) {
-    ids.push_back(e);
-    first_row.push_back(total_rows);
-    total_rows += u.size();
-  }
-  std::vector<const std::vector<std::pair<int64_t, float>>*> user_list;
-  for (const auto& [e, u] : users) user_list.push_back(&u);
-  if (routed) *routed = ids;
+  // 2. Group the rows by expert: the union of the batch's experts is fetched once and each
+  // expert runs on all of its rows at once.
+  const ExpertGroups groups = group_by_expert(chosen.data(), weight.data(), n, k, c.n_experts);
+  if (routed) *routed = groups.ids;
   clock.lap(&PhaseTimes::mlp, layer);
 
-  // Experts arrive in any order (completion order through iod). Each writes its weighted
-  // outputs into its own rows of `contrib`; the sum below runs in ascending expert order, so
-  // the result never depends on arrival order, cache state or prefetching.
-  // Buffers are reused call after call (per thread: moe_forward may run on several threads):
+  // 3. Apply each expert as it arrives; 4. sum in expert order.
+  // The buffers are reused call after call (per thread: moe_forward may run on several threads):
   // allocating them per layer made the allocator return and re-fault hundreds of KiB per row
   // (contrib and the RVQ lookup tables), which at 8 rows cost more than the experts.
   thread_local MoeScratch ws;
-  ws.contrib.resize(total_rows * size_t(Z));  // every row is overwritten by its expert below
-  std::vector<float>& contrib = ws.contrib;
-  std::vector<float>& in = ws.in;
-  std::vector<float>& out = ws.out;
-  std::vector<float>& wts = ws.wts;
-  std::vector<int64_t>& rows = ws.rows;
-  bool rvq_ready = false;
-  {
-    LayerBatchGuard guard{experts};
-    experts.fetch_layer(layer, ids);
-    for (;;) {
-      ExpertView v;
-      int i;
-      try {
-        i = experts.next_ready(v);
-      } catch (const ExpertUnavailable& lost) {
-        // Only the rows routed to this expert are at fault: they get no contribution from it
-        // and are reported; every other row of the batch comes out exact.
-        if (!faults || lost.layer != layer) throw;
-        const auto at = std::lower_bound(ids.begin(), ids.end(), lost.expert);
-        if (at == ids.end() || *at != lost.expert) throw;
-        const size_t k_lost = size_t(at - ids.begin());
-        const auto& u = *user_list[k_lost];
-        std::fill_n(&contrib[first_row[k_lost] * size_t(Z)], u.size() * size_t(Z), 0.0f);
-        for (const auto& [row, wt] : u) faults->push_back({row, lost.what()});
-        continue;
-      }
-      clock.lap(&PhaseTimes::fetch_wait, layer, i < 0 ? -1 : ids[size_t(i)]);
-      if (i < 0) break;
-      const int e = ids[size_t(i)];
-      if (v.hidden != Z || v.intermediate != c.moe_intermediate)
-        throw Error("expert " + std::to_string(e) + " of layer " + std::to_string(layer) + " has shape hidden " +
-                    std::to_string(v.hidden) + " x inner " + std::to_string(v.intermediate) + ", expected " +
-                    std::to_string(Z) + " x " + std::to_string(c.moe_intermediate));
-      const auto& u = *user_list[size_t(i)];
-      const int64_t m = int64_t(u.size());
-      float* dst = &contrib[first_row[size_t(i)] * size_t(Z)];
-      if (v.format == TensorFormat::VQ3R) {
-        // Compressed experts go through the RVQ lookup-table kernels; each token's tables are
-        // built once per layer and shared by all experts it chose.
-        if (!rvq_ready) {
-          const bool situ = c.activation == Activation::SiTU;
-          if (!ws.rvq || ws.situ != situ || ws.beta != c.situ_beta || ws.beta_linear != c.situ_linear_beta) {
-            ws.rvq = std::make_unique<RvqExpertBatch>(situ, c.situ_beta, c.situ_linear_beta);
-            ws.situ = situ;
-            ws.beta = c.situ_beta;
-            ws.beta_linear = c.situ_linear_beta;
-          }
-          ws.rvq->set_inputs(z, n, Z);
-          rvq_ready = true;
-        }
-        RvqExpertBatch* rvq = ws.rvq.get();
-        rows.resize(size_t(m));
-        wts.resize(size_t(m));
-        for (int64_t r = 0; r < m; ++r) {
-          rows[size_t(r)] = u[size_t(r)].first;
-          wts[size_t(r)] = u[size_t(r)].second;
-        }
-        rvq->apply_rows(v, rows.data(), wts.data(), m, dst);
-      } else {
-        in.resize(size_t(m) * Z);
-        out.resize(size_t(m) * Z);
-        for (int64_t r = 0; r < m; ++r) std::copy_n(z + size_t(u[size_t(r)].first) * Z, Z, &in[size_t(r) * Z]);
-        apply_lossless_expert(c, v, in.data(), m, out.data());
-        for (int64_t r = 0; r < m; ++r) {
-          const float wt = u[size_t(r)].second;
-          for (int d = 0; d < Z; ++d) dst[size_t(r) * Z + d] = wt * out[size_t(r) * Z + d];
-        }
-      }
-      clock.lap(&PhaseTimes::experts, layer, e);
-    }
-  }
-
+  apply_experts(c, layer, experts, groups, z, n, Z, ws, clock, faults);
   std::vector<float>& acc = ws.acc;
-  acc.assign(size_t(n) * Z, 0.0f);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const auto& u = *user_list[i];
-    for (size_t r = 0; r < u.size(); ++r) {
-      float* a = &acc[size_t(u[r].first) * Z];
-      const float* src = &contrib[(first_row[i] + r) * size_t(Z)];
-      for (int d = 0; d < Z; ++d) a[d] += src[d];
-    }
-  }
+  sum_in_expert_order(groups, ws.contrib, n, Z, acc);
 
   if (latent) {
     // Normalise the latent mixture, then lift it back to the model width.

@@ -20,7 +20,6 @@ struct RvqExpertBatch::Impl {
   std::vector<bool> built;
   ExpertScratch scratch;
   std::vector<const ExpertTables*> selected;
-  std::vector<float> out;
 };
 
 RvqExpertBatch::RvqExpertBatch(bool situ, float beta, float beta_linear) : impl_(std::make_unique<Impl>()) {
@@ -44,17 +43,6 @@ void RvqExpertBatch::set_inputs(const float* z, int64_t n, int hidden) {
   if (impl_->tables.size() < size_t(n)) impl_->tables.resize(size_t(n));
   else if (impl_->tables.size() > std::max(size_t(n), kKeptRows)) impl_->tables.resize(std::max(size_t(n), kKeptRows));
   impl_->built.assign(size_t(n), false);
-}
-
-void RvqExpertBatch::apply(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* acc) {
-  Impl& s = *impl_;
-  s.out.resize(size_t(m) * size_t(s.hidden));
-  apply_rows(v, rows, weights, m, s.out.data());
-  for (int64_t i = 0; i < m; ++i) {
-    float* a = acc + rows[i] * s.hidden;
-    const float* o = &s.out[size_t(i) * s.hidden];
-    for (int d = 0; d < s.hidden; ++d) a[d] += o[d];
-  }
 }
 
 void RvqExpertBatch::apply_rows(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out) {

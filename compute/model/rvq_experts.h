@@ -20,8 +20,6 @@ class RvqExpertBatch {
   // built once, on first use, and shared by every expert of the layer that reads it. One
   // object is meant to be reused layer after layer: table memory is kept between calls.
   void set_inputs(const float* z, int64_t n, int hidden);
-  // acc[rows[i] * hidden ...] += weights[i] * expert(z[rows[i]]) for i < m.
-  void apply(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* acc);
   // out[i * hidden ...] = weights[i] * expert(z[rows[i]]) for i < m (overwritten, not added).
   void apply_rows(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out);
 

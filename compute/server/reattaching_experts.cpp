@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
 #include <type_traits>
+
+#include "shared/util/error.h"
 
 namespace waste::server {
 
@@ -35,12 +38,7 @@ void ReattachingExperts::drop() {
   spdlog::warn("compute: lost iod at {}; will reattach on the next request", socket_);
   carried_ = plus(carried_, last_seen_);
   last_seen_ = {};
-  // Destroying the client must not throw even though its peer is gone.
-  try {
-    inner_.reset();
-  } catch (...) {
-    inner_.release();  // leak rather than terminate: the connection object is already broken
-  }
+  inner_.reset();  // ~IodExperts never throws: it swallows the errors of a daemon that is gone
 }
 
 // Every forwarded call: a failure drops the connection so the next call attaches afresh; one
@@ -83,10 +81,10 @@ auto ReattachingExperts::forward(F&& f) -> decltype(f()) {
 }
 
 ExpertView ReattachingExperts::expert(int layer, int expert) {
-  return forward([&] { return live().expert(layer, expert); });
-}
-void ReattachingExperts::release(int layer, int expert) {
-  forward([&] { live().release(layer, expert); });
+  // Nothing asks for one expert at a time (moe_forward uses the batch protocol below); not
+  // forwarded, so that the refusal is not taken for a fault of iod's.
+  throw Error("iod experts are served by layer batch, not one at a time (layer " + std::to_string(layer) +
+              ", expert " + std::to_string(expert) + ")");
 }
 void ReattachingExperts::prefetch(int layer, std::span<const int> experts) {
   forward([&] { live().prefetch(layer, experts); });

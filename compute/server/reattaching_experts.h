@@ -21,8 +21,7 @@ class ReattachingExperts : public ExpertSource {
   ReattachingExperts(const Container& container, std::string socket_path, int64_t call_timeout_ms,
                      IodHealth& health);
 
-  ExpertView expert(int layer, int expert) override;
-  void release(int layer, int expert) override;
+  ExpertView expert(int layer, int expert) override;  // throws, as IodExperts::expert does
   void prefetch(int layer, std::span<const int> experts) override;
   void fetch_layer(int layer, std::span<const int> experts) override;
   int next_ready(ExpertView& view) override;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "compute/model/checkpoint_weights.h"
+#include "tests/support/checkpoint_weights.h"
 #include "compute/model/model.h"
 #include "compute/model/session_file.h"
 #include "shared/container/format.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "compute/model/checkpoint_weights.h"
+#include "tests/support/checkpoint_weights.h"
 #include "compute/model/model.h"
 #include "compute/model/session_file.h"
 #include "iod/cache/usage_file.h"

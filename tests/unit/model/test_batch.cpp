@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "compute/model/checkpoint_weights.h"
+#include "tests/support/checkpoint_weights.h"
 #include "compute/model/model.h"
 #include "shared/hf/checkpoint.h"
 #include "shared/util/error.h"

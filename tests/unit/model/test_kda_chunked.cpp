@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compute/model/kda.h"
+#include "tests/support/layer_forward.h"
 #include "compute/model/ops.h"
 #include "shared/util/thread_pool.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "compute/model/attn_res.h"
-#include "compute/model/checkpoint_weights.h"
+#include "tests/support/checkpoint_weights.h"
 #include "compute/model/model.h"
 #include "compute/model/ops.h"
 #include "compute/model/rope.h"
@@ -104,7 +104,7 @@ TEST_CASE("grouped top-k router: groups first, bias selects only, weights renorm
   std::vector<float> no_bias(8, 0.0f);
   int experts[2];
   float weights[2];
-  route_scores(c, no_bias, logits, experts, weights);
+  route_scores(RouterParams::of(c), no_bias, logits, experts, weights);
   CHECK(experts[0] == 2);  // tie: the lower index first
   CHECK(experts[1] == 3);
   CHECK(weights[0] == doctest::Approx(1.25f));
@@ -117,7 +117,7 @@ TEST_CASE("grouped top-k router: groups first, bias selects only, weights renorm
   c.routed_scaling = 1.0f;
   std::vector<float> bias(8, 0.0f);
   bias[6] = 1.0f;
-  route_scores(c, bias, logits, experts, weights);
+  route_scores(RouterParams::of(c), bias, logits, experts, weights);
   CHECK(experts[0] == 6);
   CHECK(experts[1] == 0);
   CHECK(weights[0] == doctest::Approx(0.3f / 1.25f).epsilon(1e-5));

@@ -13,6 +13,7 @@
 #include "compute/model/attention_kernels.h"
 #include "compute/model/mla.h"
 #include "compute/model/ops.h"
+#include "tests/support/layer_forward.h"
 #include "shared/util/thread_pool.h"
 
 using namespace waste;

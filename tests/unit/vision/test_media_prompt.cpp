@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "compute/model/checkpoint_weights.h"
+#include "tests/support/checkpoint_weights.h"
 #include "compute/model/model.h"
 #include "compute/vision/media_prompt.h"
 #include "shared/hf/checkpoint.h"

@@ -1,6 +1,7 @@
 // The model's weights straight from a Hugging Face checkpoint, dequantised exactly to f32
 // (BF16, FP8 tiles, MXFP4 experts): the lossless path the fixture tests run, and the
 // reference a converted container is compared with. Tensors are read on first use and kept.
+// Test support: the engine reads containers only (compute/model/container_weights.h).
 #pragma once
 #include <map>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "compute/model/checkpoint_weights.h"
+#include "tests/support/checkpoint_weights.h"
 
 #include <cstring>
 
