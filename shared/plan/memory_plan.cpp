@@ -36,6 +36,22 @@ uint64_t widest_projection(const ModelConfig& c) {
                              uint64_t(c.dense_intermediate), uint64_t(c.top_k) * uint64_t(c.moe_intermediate)});
 }
 
+// Floats one row holds in the attention layer of each kind at its peak (the MLA step's
+// buffers in compute/model/mla.cpp, the KDA step's in kda.cpp), the larger of the two.
+uint64_t attention_row_floats(const ModelConfig& c) {
+  const uint64_t H = uint64_t(c.n_heads), r = uint64_t(c.kv_lora_rank), width = r + uint64_t(c.qk_rope);
+  const uint64_t qk = uint64_t(c.qk_nope + c.qk_rope), dv = uint64_t(c.v_head);
+  // q, the kv_a row, the gate (K3), the absorbed queries, the latent sums, the attention
+  // output, one head's latent and output, and the q_a row.
+  const uint64_t mla = H * qk + width + (c.mla_output_gate ? H * dv : 0) + H * width + H * r + H * dv + r + dv +
+                       uint64_t(c.q_lora_rank);
+  // q, k, v, f, g and the output (heads x K each), beta, and the f_a / g_a low-rank rows
+  // (at most K each).
+  const uint64_t P = uint64_t(c.kda_heads) * uint64_t(c.kda_head_dim);
+  const uint64_t kda = 6 * P + uint64_t(c.kda_heads) + 2 * uint64_t(c.kda_head_dim);
+  return std::max(mla, kda);
+}
+
 }  // namespace
 
 uint64_t prefill_row_bytes(const ModelConfig& c) {
@@ -47,7 +63,10 @@ uint64_t prefill_row_bytes(const ModelConfig& c) {
   const uint64_t contrib = k * z * 4;                         // weighted outputs per routed expert
   const uint64_t sums = 3 * z * 4;                            // in, out, acc
   const uint64_t int8 = widest * 11 / 8;
-  const uint64_t layers = 4 * widest * 4;
+  // The attention layer's own buffers, and the residual stream, its norm and the layer's
+  // output (hidden each). (Was four widest vectors: 295 KB a row on Kimi-Linear where the MLA
+  // step holds 185.)
+  const uint64_t layers = (attention_row_floats(c) + 3 * uint64_t(c.hidden)) * 4;
   return tables + down + experts + contrib + sums + int8 + layers;
 }
 

@@ -44,10 +44,12 @@ struct VisionConfig;
 
 namespace waste::plan {
 
-// Measured with tools/bench/footprint (2026-12-03): compute ~20 MiB, iod ~10 MiB, waste-serve
-// ~16 MiB besides the buffers counted apart; 96 MiB covers the three with room. (It was 256 MiB,
-// which hid the prefill chunk's ~105 MiB on the race shape and wasted the rest.)
-constexpr uint64_t kFixedScratchBytes = 96ull << 20;
+// The processes' own memory besides the buffers counted apart (code, libraries, tokenizer,
+// thread stacks, allocator arenas). Measured with tools/bench/footprint: compute ~20 MiB,
+// iod 10-11.5 MiB, waste-serve ~16 MiB (2026-12-03/04, race shape and tiny models): 48 MiB for
+// the three, and 16 MiB of margin for allocator arenas that grow with load. (It was 256 MiB,
+// then 96; each cut was checked against the peak footprint, docs/MEASUREMENTS.md.)
+constexpr uint64_t kFixedScratchBytes = 64ull << 20;
 // Rows of one prefill forward: compute's default prefill chunk (EngineOptions::prefill_chunk).
 constexpr uint64_t kPrefillChunkRows = 128;
 // Bytes one prompt row of a prefill chunk holds at the peak (an upper bound, checked against the
