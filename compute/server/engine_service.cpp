@@ -11,6 +11,7 @@
 #include "compute/model/session_file.h"
 #include "compute/server/reattaching_experts.h"
 #include "shared/plan/memory_plan.h"
+#include "shared/stats/arithmetic.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 
@@ -22,18 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 int64_t steady_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
-
-ExpertSourceStats minus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
-  // A reattach to a restarted iod can make counters step back; never report negative work.
-  auto d = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
-  return {d(a.hits, b.hits), d(a.misses, b.misses), d(a.bytes_read, b.bytes_read)};
-}
-
-void add(ExpertSourceStats& a, const ExpertSourceStats& b) {
-  a.hits += b.hits;
-  a.misses += b.misses;
-  a.bytes_read += b.bytes_read;
-}
 
 // log softmax at temperature 1 of the model's logits: the generated id's and the best `top`.
 TokenLogprob logprob_of(const std::vector<float>& logits, int32_t id, int top) {
@@ -80,6 +69,17 @@ struct EngineService::SessionState {
   std::shared_ptr<std::atomic<bool>> cancel;  // of the running request
   SessionCounters counters;
 };
+
+namespace {
+
+// What a session reports: its state and counters, its rate as of now.
+SessionSnapshot snapshot_of(const EngineService::SessionState& s) {
+  SessionSnapshot out{s.id, s.position, s.context, s.busy, s.counters};
+  out.counters.tok_per_s = stats::tokens_per_second(out.counters.tokens, out.counters.decode_seconds);
+  return out;
+}
+
+}  // namespace
 
 struct EngineService::Job {
   std::shared_ptr<SessionState> s;
@@ -377,7 +377,7 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
       error_kind = kind_of(e);
       if (const auto* w = dynamic_cast<const Error*>(&e)) error_param = w->param();
     }
-    const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
+    const ExpertSourceStats delta = stats::minus(engine_->experts().stats(), before);
     {
       std::lock_guard lk(mu_);
       ++batches_;
@@ -392,11 +392,11 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
     for (size_t k = 0; k < in_batch.size(); ++k) {
       Job& j = *jobs[in_batch[k]];
       const uint64_t r = items[k].tokens.size();
-      const ExpertSourceStats share{delta.hits * r / rows, delta.misses * r / rows, delta.bytes_read * r / rows};
-      add(j.out.experts, share);
+      const ExpertSourceStats share = stats::share(delta, r, rows);
+      stats::add(j.out.experts, share);
       {
         std::lock_guard lk(mu_);
-        add(j.s->counters.experts, share);
+        stats::add(j.s->counters.experts, share);
       }
       if (!error.empty()) {
         // Every session of the failed step is half-updated (the layers ran for all of them).
@@ -731,7 +731,7 @@ int64_t EngineService::position(uint64_t session) const {
 SessionSnapshot EngineService::snapshot(uint64_t session) const {
   std::lock_guard lk(mu_);
   auto s = find(session);
-  return {s->id, s->position, s->context, s->busy, s->counters};
+  return snapshot_of(*s);
 }
 
 void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, const SamplingParams& params,
@@ -948,10 +948,10 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
         failure = std::make_exception_ptr(with_context("eval: ", e));
         logits = {};
       }
-      const ExpertSourceStats delta = minus(engine_->experts().stats(), before);
+      const ExpertSourceStats delta = stats::minus(engine_->experts().stats(), before);
       {
         std::lock_guard lk2(mu_);
-        add(s->counters.experts, delta);
+        stats::add(s->counters.experts, delta);
         expert_stats_ = engine_->experts().stats();
       }
       done(failure, std::move(logits));
@@ -985,21 +985,24 @@ ServiceStats EngineService::stats() const {
   std::lock_guard lk(mu_);
   ServiceStats st;
   st.uptime_seconds = seconds_between(started_, Clock::now());
-  st.sessions = int(sessions_.size());
-  st.queued = queued_;
-  st.running = running_;
+  st.sessions = uint32_t(sessions_.size());
+  st.max_sessions = uint32_t(options_.max_sessions);
+  st.queued = uint32_t(queued_);
+  st.running = uint32_t(running_);
+  st.max_queued = uint32_t(options_.max_queued);
   st.requests = requests_;
   st.failed = failed_;
   st.prompt_tokens = prompt_tokens_;
   st.tokens = tokens_;
   st.decode_seconds = decode_seconds_;
+  st.tok_per_s = stats::tokens_per_second(st.tokens, st.decode_seconds);
   st.experts = expert_stats_;
   st.reattaches = iod_ ? iod_->reattaches() : 0;
   st.batches = batches_;
   st.batched_sessions = batched_sessions_;
   st.max_batch = max_batch_;
   st.prompt_cache = prompt_cache_ ? prompt_cache_->stats() : PromptCacheStats{};
-  for (const auto& s : sessions_) st.sessions_detail.push_back({s->id, s->position, s->context, s->busy, s->counters});
+  for (const auto& s : sessions_) st.sessions_detail.push_back(snapshot_of(*s));
   return st;
 }
 

@@ -33,6 +33,7 @@
 #include "compute/server/step_gate.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/reply/reply_parser.h"
+#include "shared/stats/engine_stats.h"
 
 namespace waste::server {
 
@@ -84,11 +85,8 @@ struct ServiceHealth {
   uint32_t reattaches = 0;
 };
 
-struct SessionCounters {
-  uint64_t requests = 0, prompt_tokens = 0, tokens = 0;
-  double decode_seconds = 0;
-  ExpertSourceStats experts;
-};
+// A session's counters: one definition (shared/stats/engine_stats.h) for compute and its clients.
+using SessionCounters = stats::SessionStats;
 
 struct SessionSnapshot {
   uint64_t id = 0;
@@ -97,16 +95,9 @@ struct SessionSnapshot {
   SessionCounters counters;
 };
 
-struct ServiceStats {
-  double uptime_seconds = 0;
-  int sessions = 0, queued = 0, running = 0;
-  uint64_t requests = 0, failed = 0, prompt_tokens = 0, tokens = 0;
-  double decode_seconds = 0;  // wall time during which at least one session decoded
-  ExpertSourceStats experts;
-  uint32_t reattaches = 0;
-  // Batched steps: forwards run, sessions in them summed, the most sessions in one.
-  uint64_t batches = 0, batched_sessions = 0;
-  uint32_t max_batch = 0;
+// The engine's totals (one definition: shared/stats/engine_stats.h), its prompt cache and each
+// session's snapshot.
+struct ServiceStats : stats::EngineStats {
   PromptCacheStats prompt_cache;
   std::vector<SessionSnapshot> sessions_detail;
 };

@@ -4,15 +4,9 @@
 
 #include <type_traits>
 
+#include "shared/stats/arithmetic.h"
+
 namespace waste::server {
-
-namespace {
-
-ExpertSourceStats plus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
-  return {a.hits + b.hits, a.misses + b.misses, a.bytes_read + b.bytes_read};
-}
-
-}  // namespace
 
 ReattachingExperts::ReattachingExperts(const Container& container, std::string socket_path, int64_t call_timeout_ms,
                                        IodHealth& health)
@@ -33,7 +27,7 @@ IodExperts& ReattachingExperts::live() {
 void ReattachingExperts::drop() {
   if (!inner_) return;
   spdlog::warn("compute: lost iod at {}; will reattach on the next request", socket_);
-  carried_ = plus(carried_, last_seen_);
+  carried_ = stats::plus(carried_, last_seen_);
   last_seen_ = {};
   // Destroying the client must not throw even though its peer is gone.
   try {
@@ -118,7 +112,7 @@ ExpertSourceStats ReattachingExperts::stats() const {
       // Reported from the last good answer; the next model call notices and reattaches.
     }
   }
-  return plus(carried_, last_seen_);
+  return stats::plus(carried_, last_seen_);
 }
 
 }  // namespace waste::server
