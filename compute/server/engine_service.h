@@ -9,6 +9,11 @@
 // Callers (the RPC layer, on its own thread) submit work and get results through callbacks
 // that run on the worker thread. Limits (sessions, context, queued requests) are refused with
 // an Error that says which limit.
+//
+// One file a part: engine_service.cpp (the threads, health), engine_scheduler.cpp (the steps),
+// session_registry.cpp (sessions, admission), session_persistence.cpp (session files),
+// session_eval.cpp (eval), engine_stats.cpp (statistics); engine_service_state.h holds what
+// they share (a session's state, a Job).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -156,7 +161,7 @@ struct GenerateCallbacks {
 
 class EngineService {
  public:
-  struct SessionState;  // engine_service.cpp
+  struct SessionState;  // engine_service_state.h
 
   // Starts the worker, which opens the engine; throws what opening threw.
   explicit EngineService(const ServiceOptions& o);
