@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "compute/model/container_weights.h"
+#include "shared/stats/arithmetic.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 #include "shared/util/thread_pool.h"
@@ -20,10 +21,6 @@ void trunk_progress(uint64_t done, uint64_t total) {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-ExpertSourceStats minus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
-  return {a.hits - b.hits, a.misses - b.misses, a.bytes_read - b.bytes_read};
 }
 
 }  // namespace
@@ -207,7 +204,7 @@ GenerateStats Engine::generate(Session& s, std::span<const int32_t> prompt, cons
     if (!rest.empty()) on_token(-1, rest);
   }
   st.decode_seconds = seconds_since(t0);
-  st.experts = minus(experts_->stats(), before);
+  st.experts = stats::minus(experts_->stats(), before);
   return st;
 }
 

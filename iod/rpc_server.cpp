@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "iod/request_check.h"
+#include "shared/stats/capnp.h"
 #include "proto/expert_store.capnp.h"
 #include "shared/ipc/rpc_error.h"
 #include "shared/util/error.h"
@@ -222,30 +223,11 @@ class ExpertStoreImpl final : public proto::ExpertStore::Server {
   kj::Promise<void> stats(StatsContext ctx) override {
     return guarded([&] {
       StoreStats st = store_.stats();
+      st.cpu_seconds = process_cpu_seconds();
       auto s = ctx.getResults().initStats();
       s.setIoPath(st.io_path);
       s.setPolicy(st.policy);
-      s.setSlotCount(st.slot_count);
-      s.setSlotsOccupied(st.slots_occupied);
-      s.setHits(st.hits);
-      s.setJoined(st.joined);
-      s.setMisses(st.misses);
-      s.setFailures(st.failures);
-      s.setBytesRead(st.bytes_read);
-      s.setReadSeconds(st.read_seconds);
-      s.setGbPerSecond(st.read_seconds > 0 ? double(st.bytes_read) / st.read_seconds / 1e9 : 0.0);
-      s.setLatencyP50Us(st.p50_us);
-      s.setLatencyP90Us(st.p90_us);
-      s.setLatencyP99Us(st.p99_us);
-      s.setLatencyMaxUs(st.max_us);
-      s.setQueueDepth(st.queue_depth);
-      s.setInFlight(st.in_flight);
-      s.setPrefetchIssued(st.prefetch_issued);
-      s.setPrefetchUsed(st.prefetch_used);
-      s.setPrefetchWasted(st.prefetch_wasted);
-      s.setConnections(st.connections);
-      s.setQuarantinedSlots(st.quarantined_slots);
-      s.setCpuSeconds(process_cpu_seconds());
+      stats::to_capnp(st, s);
       auto layers = s.initLayers(uint32_t(st.layers.size()));
       for (size_t i = 0; i < st.layers.size(); ++i) {
         layers[uint32_t(i)].setLayer(st.layers[i].first);

@@ -461,6 +461,7 @@ StoreStats Store::stats() const {
   s.prefetch_used = prefetch_used_;
   s.prefetch_wasted = prefetch_wasted_;
   s.prewarmed = prewarmed_;
+  s.gb_per_s = s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0;
   for (uint32_t p = 0; p < geometry_.moe_layer_count(); ++p)
     s.layers.push_back({geometry_.moe_layers()[p], layer_counters_[p]});
   return s;

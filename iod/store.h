@@ -26,6 +26,7 @@
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/shm_segment.h"
+#include "shared/stats/store_stats.h"
 
 namespace waste::iod {
 
@@ -42,19 +43,9 @@ struct StoreOptions {
   ReadFaults read_faults;     // test hook (WASTE_IOD_TEST_EIO): records that read back as EIO
 };
 
-struct LayerCounters {
-  uint64_t hits = 0, misses = 0;
-};
-
-struct StoreStats {
-  std::string io_path, policy;
-  uint32_t slot_count = 0, slots_occupied = 0, queue_depth = 0, in_flight = 0, connections = 0;
-  uint64_t hits = 0, joined = 0, misses = 0, failures = 0, bytes_read = 0;
-  double read_seconds = 0, p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
-  uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0, prewarmed = 0;
-  uint32_t quarantined_slots = 0;  // slots of reads a dead io_uring abandoned: out of use until restart
-  std::vector<std::pair<uint32_t, LayerCounters>> layers;  // decoder layer, counters
-};
+// What stats() reports: one definition (shared/stats/store_stats.h) for iod and its clients.
+using stats::LayerCounters;
+using stats::StoreStats;
 
 class Store {
  public:

@@ -117,8 +117,14 @@ struct GenerateStats {
   cachedTokens @11 :UInt64;   # of promptTokens, restored from a prompt-cache checkpoint (not prefilled)
   imageTokens @12 :UInt64;    # of promptTokens, the positions images expanded into
   imageSeconds @13 :Float64;  # running the vision tower on the request's images
+  prefetchIssued @14 :UInt64;  # expert records read on a lookahead hint
+  prefetchUsed @15 :UInt64;    # ... that a lookup then asked for
+  prefetchWasted @16 :UInt64;  # ... evicted before any lookup asked for them
 }
 
+# The numbers of SessionStats, EngineStats and PromptCacheStats are the lines of
+# shared/stats/engine_stats.h (name, kind, unit, help); the expert counters those of
+# shared/stats/expert_stats.h.
 struct SessionStats {
   id @0 :UInt64;
   position @1 :UInt64;        # tokens held in the session's state
@@ -132,6 +138,9 @@ struct SessionStats {
   hits @9 :UInt64;
   misses @10 :UInt64;
   bytesRead @11 :UInt64;
+  prefetchIssued @12 :UInt64;  # expert records read on a lookahead hint
+  prefetchUsed @13 :UInt64;    # ... that a lookup then asked for
+  prefetchWasted @14 :UInt64;  # ... evicted before any lookup asked for them
 }
 
 struct EngineStats {
@@ -156,6 +165,9 @@ struct EngineStats {
   batchedSessions @18 :UInt64;  # sessions in those steps, summed (/ batches = mean batch size)
   maxBatch @19 :UInt32;       # the most sessions in one step
   promptCache @20 :PromptCacheStats;
+  prefetchIssued @21 :UInt64;  # expert records read on a lookahead hint
+  prefetchUsed @22 :UInt64;    # ... that a lookup then asked for
+  prefetchWasted @23 :UInt64;  # ... evicted before any lookup asked for them
 }
 struct PromptCacheStats {
   budgetBytes @0 :UInt64;     # 0: the prompt cache is off

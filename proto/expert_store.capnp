@@ -32,6 +32,7 @@ struct LayerStats {
   misses @2 :UInt64;
 }
 
+# Every number here is one line of shared/stats/store_stats.h (its name, kind, unit and help).
 struct Stats {
   ioPath @0 :Text;          # "io_uring" or "pread", and why when it fell back
   policy @1 :Text;
@@ -57,6 +58,7 @@ struct Stats {
   layers @21 :List(LayerStats);
   quarantinedSlots @22 :UInt32; # slots of reads a dead io_uring abandoned: never used again until restart
   cpuSeconds @23 :Float64;  # iod's process CPU time so far, user + system (getrusage RUSAGE_SELF)
+  prewarmed @24 :UInt64;    # records read at start because the usage file ranks them hottest
 }
 
 interface ExpertStore {

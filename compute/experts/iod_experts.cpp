@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "shared/stats/json.h"
 #include "shared/util/error.h"
 #include "shared/util/timeline.h"
 
@@ -253,19 +254,6 @@ void IodExperts::end_layer() {
   layer_ = -1;
 }
 
-ExpertSourceStats IodExperts::stats() const {
-  const nlohmann::json j = client_->stats();
-  ExpertSourceStats s;
-  s.hits = j.value("hits", uint64_t(0));
-  s.misses = j.value("misses", uint64_t(0));
-  s.bytes_read = j.value("bytes_read", uint64_t(0));
-  if (j.contains("prefetch")) {
-    const auto& p = j["prefetch"];
-    s.prefetch_issued = p.value("issued", uint64_t(0));
-    s.prefetch_used = p.value("used", uint64_t(0));
-    s.prefetch_wasted = p.value("wasted", uint64_t(0));
-  }
-  return s;
-}
+ExpertSourceStats IodExperts::stats() const { return stats::from_json<ExpertSourceStats>(client_->stats()); }
 
 }  // namespace waste

@@ -10,6 +10,7 @@
 
 #include "shared/container/expert_view.h"
 #include "shared/kernels/matvec.h"
+#include "shared/stats/expert_stats.h"
 #include "shared/util/error.h"
 
 namespace waste {
@@ -27,12 +28,8 @@ class WeightSource {
   virtual void embedding_row(int64_t token, float* out) const = 0;
 };
 
-// Counters of an expert source: records found in its cache, records it had to read, and the
-// lookahead's prefetches: read on a hint, later asked for (used), evicted unasked (wasted).
-struct ExpertSourceStats {
-  uint64_t hits = 0, misses = 0, bytes_read = 0;
-  uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0;
-};
+// An expert source's counters: one definition (shared/stats/expert_stats.h) for iod and compute.
+using stats::ExpertSourceStats;
 
 // One expert's record could not be had (a failed read, a checksum mismatch): the fault of that
 // record alone, unlike a lost connection. next_ready() throws it after dropping the expert from

@@ -9,6 +9,11 @@
 // Callers (the RPC layer, on its own thread) submit work and get results through callbacks
 // that run on the worker thread. Limits (sessions, context, queued requests) are refused with
 // an Error that says which limit.
+//
+// One file a part: engine_service.cpp (the threads, health), engine_scheduler.cpp (the steps),
+// session_registry.cpp (sessions, admission), session_persistence.cpp (session files),
+// session_eval.cpp (eval), engine_stats.cpp (statistics); engine_service_state.h holds what
+// they share (a session's state, a Job).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -33,6 +38,7 @@
 #include "compute/server/step_gate.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/reply/reply_parser.h"
+#include "shared/stats/engine_stats.h"
 
 namespace waste::server {
 
@@ -84,11 +90,8 @@ struct ServiceHealth {
   uint32_t reattaches = 0;
 };
 
-struct SessionCounters {
-  uint64_t requests = 0, prompt_tokens = 0, tokens = 0;
-  double decode_seconds = 0;
-  ExpertSourceStats experts;
-};
+// A session's counters: one definition (shared/stats/engine_stats.h) for compute and its clients.
+using SessionCounters = stats::SessionStats;
 
 struct SessionSnapshot {
   uint64_t id = 0;
@@ -97,16 +100,9 @@ struct SessionSnapshot {
   SessionCounters counters;
 };
 
-struct ServiceStats {
-  double uptime_seconds = 0;
-  int sessions = 0, queued = 0, running = 0;
-  uint64_t requests = 0, failed = 0, prompt_tokens = 0, tokens = 0;
-  double decode_seconds = 0;  // wall time during which at least one session decoded
-  ExpertSourceStats experts;
-  uint32_t reattaches = 0;
-  // Batched steps: forwards run, sessions in them summed, the most sessions in one.
-  uint64_t batches = 0, batched_sessions = 0;
-  uint32_t max_batch = 0;
+// The engine's totals (one definition: shared/stats/engine_stats.h), its prompt cache and each
+// session's snapshot.
+struct ServiceStats : stats::EngineStats {
   PromptCacheStats prompt_cache;
   std::vector<SessionSnapshot> sessions_detail;
 };
@@ -165,7 +161,7 @@ struct GenerateCallbacks {
 
 class EngineService {
  public:
-  struct SessionState;  // engine_service.cpp
+  struct SessionState;  // engine_service_state.h
 
   // Starts the worker, which opens the engine; throws what opening threw.
   explicit EngineService(const ServiceOptions& o);

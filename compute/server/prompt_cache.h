@@ -21,16 +21,12 @@
 #include <vector>
 
 #include "compute/model/session.h"
+#include "shared/stats/engine_stats.h"
 
 namespace waste::server {
 
-struct PromptCacheStats {
-  uint64_t budget_bytes = 0, bytes = 0, entries = 0;
-  uint64_t lookups = 0, hits = 0;  // lookups: prompts of empty sessions; hits: those a checkpoint served
-  uint64_t cached_tokens = 0;      // prompt tokens taken from checkpoints instead of prefilled
-  uint64_t inserted = 0, evicted = 0;
-  uint64_t too_large = 0;          // checkpoints not kept because one alone exceeds the budget
-};
+// What stats() reports: one definition (shared/stats/engine_stats.h) for compute and its clients.
+using stats::PromptCacheStats;
 
 class PromptCache {
  public:

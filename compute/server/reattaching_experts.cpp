@@ -5,17 +5,10 @@
 #include <string>
 #include <type_traits>
 
+#include "shared/stats/arithmetic.h"
 #include "shared/util/error.h"
 
 namespace waste::server {
-
-namespace {
-
-ExpertSourceStats plus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
-  return {a.hits + b.hits, a.misses + b.misses, a.bytes_read + b.bytes_read};
-}
-
-}  // namespace
 
 ReattachingExperts::ReattachingExperts(const Container& container, std::string socket_path, int64_t call_timeout_ms,
                                        IodHealth& health)
@@ -36,7 +29,7 @@ IodExperts& ReattachingExperts::live() {
 void ReattachingExperts::drop() {
   if (!inner_) return;
   spdlog::warn("compute: lost iod at {}; will reattach on the next request", socket_);
-  carried_ = plus(carried_, last_seen_);
+  carried_ = stats::plus(carried_, last_seen_);
   last_seen_ = {};
   inner_.reset();  // ~IodExperts never throws: it swallows the errors of a daemon that is gone
 }
@@ -116,7 +109,7 @@ ExpertSourceStats ReattachingExperts::stats() const {
       // Reported from the last good answer; the next model call notices and reattaches.
     }
   }
-  return plus(carried_, last_seen_);
+  return stats::plus(carried_, last_seen_);
 }
 
 }  // namespace waste::server

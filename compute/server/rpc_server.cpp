@@ -17,6 +17,7 @@
 #include "proto/engine.capnp.h"
 #include "shared/chat/render.h"
 #include "shared/ipc/rpc_error.h"
+#include "shared/stats/capnp.h"
 #include "shared/util/error.h"
 
 namespace waste::server {
@@ -354,14 +355,7 @@ void fill_session_stats(proto::SessionStats::Builder b, const SessionSnapshot& s
   b.setPosition(uint64_t(s.position));
   b.setContext(uint64_t(s.context));
   b.setGenerating(s.generating);
-  b.setRequests(s.counters.requests);
-  b.setPromptTokens(s.counters.prompt_tokens);
-  b.setTokens(s.counters.tokens);
-  b.setDecodeSeconds(s.counters.decode_seconds);
-  b.setTokPerSecond(s.counters.decode_seconds > 0 ? double(s.counters.tokens) / s.counters.decode_seconds : 0.0);
-  b.setHits(s.counters.experts.hits);
-  b.setMisses(s.counters.experts.misses);
-  b.setBytesRead(s.counters.experts.bytes_read);
+  stats::to_capnp(s.counters, b);
 }
 
 class SessionImpl final : public proto::Session::Server {
@@ -457,13 +451,11 @@ class SessionImpl final : public proto::Session::Server {
               s.setDecodeSeconds(o.decode_seconds);
               s.setTokPerSecond(o.decode_seconds > 0 ? double(o.tokens) / o.decode_seconds : 0.0);
               s.setQueueSeconds(o.queue_seconds);
-              s.setHits(o.experts.hits);
-              s.setMisses(o.experts.misses);
+              stats::to_capnp(o.experts, s);
               s.setToolCalls(o.tool_calls);
               s.setCachedTokens(uint64_t(o.cached_tokens));
               s.setImageTokens(uint64_t(o.image_tokens));
               s.setImageSeconds(o.image_seconds);
-              s.setBytesRead(o.experts.bytes_read);
               s.setStopReason(raw->failed() ? "cancelled" : o.stop_reason);
             });
           })
@@ -657,36 +649,9 @@ class EngineImpl final : public proto::Engine::Server {
       const ServiceStats s = st_.service.stats();
       auto r = ctx.getResults();
       auto g = r.initStats();
-      g.setUptimeSeconds(s.uptime_seconds);
-      g.setSessions(uint32_t(s.sessions));
-      g.setMaxSessions(uint32_t(st_.service.options().max_sessions));
-      g.setQueued(uint32_t(s.queued));
-      g.setRunning(uint32_t(s.running));
-      g.setMaxQueued(uint32_t(st_.service.options().max_queued));
-      g.setRequests(s.requests);
-      g.setFailed(s.failed);
-      g.setPromptTokens(s.prompt_tokens);
-      g.setTokens(s.tokens);
-      g.setDecodeSeconds(s.decode_seconds);
-      g.setTokPerSecond(s.decode_seconds > 0 ? double(s.tokens) / s.decode_seconds : 0.0);
-      g.setHits(s.experts.hits);
-      g.setMisses(s.experts.misses);
-      g.setBytesRead(s.experts.bytes_read);
+      stats::to_capnp(static_cast<const stats::EngineStats&>(s), g);
       g.setExpertPath(st_.service.expert_path());
-      g.setReattaches(s.reattaches);
-      g.setBatches(s.batches);
-      g.setBatchedSessions(s.batched_sessions);
-      g.setMaxBatch(s.max_batch);
-      auto pc = g.initPromptCache();
-      pc.setBudgetBytes(s.prompt_cache.budget_bytes);
-      pc.setBytes(s.prompt_cache.bytes);
-      pc.setEntries(s.prompt_cache.entries);
-      pc.setLookups(s.prompt_cache.lookups);
-      pc.setHits(s.prompt_cache.hits);
-      pc.setCachedTokens(s.prompt_cache.cached_tokens);
-      pc.setInserted(s.prompt_cache.inserted);
-      pc.setEvicted(s.prompt_cache.evicted);
-      pc.setTooLarge(s.prompt_cache.too_large);
+      stats::to_capnp(s.prompt_cache, g.initPromptCache());
       auto list = r.initSessions(uint32_t(s.sessions_detail.size()));
       for (size_t i = 0; i < s.sessions_detail.size(); ++i) fill_session_stats(list[uint32_t(i)], s.sessions_detail[i]);
       return kj::READY_NOW;

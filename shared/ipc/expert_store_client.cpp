@@ -12,6 +12,9 @@
 
 #include "proto/expert_store.capnp.h"
 #include "shared/ipc/shm_segment.h"
+#include "shared/stats/capnp.h"
+#include "shared/stats/json.h"
+#include "shared/stats/store_stats.h"
 #include "shared/util/error.h"
 
 namespace waste::ipc {
@@ -242,27 +245,9 @@ nlohmann::json ExpertStoreClient::stats() {
   return call(impl_->socket_path, "stats", [&] {
     auto resp = impl_->wait(impl_->store.statsRequest().send());
     auto s = resp.getStats();
-    nlohmann::json j;
+    nlohmann::json j = stats::to_json(stats::from_capnp<stats::StoreStats>(s));
     j["io_path"] = s.getIoPath().cStr();
     j["policy"] = s.getPolicy().cStr();
-    j["slot_count"] = s.getSlotCount();
-    j["slots_occupied"] = s.getSlotsOccupied();
-    j["hits"] = s.getHits();
-    j["joined"] = s.getJoined();
-    j["misses"] = s.getMisses();
-    j["failures"] = s.getFailures();
-    j["bytes_read"] = s.getBytesRead();
-    j["read_seconds"] = s.getReadSeconds();
-    j["gb_per_s"] = s.getGbPerSecond();
-    j["latency_us"] = {{"p50", s.getLatencyP50Us()}, {"p90", s.getLatencyP90Us()},
-                       {"p99", s.getLatencyP99Us()}, {"max", s.getLatencyMaxUs()}};
-    j["queue_depth"] = s.getQueueDepth();
-    j["in_flight"] = s.getInFlight();
-    j["prefetch"] = {{"issued", s.getPrefetchIssued()}, {"used", s.getPrefetchUsed()},
-                     {"wasted", s.getPrefetchWasted()}};
-    j["connections"] = s.getConnections();
-    j["quarantined_slots"] = s.getQuarantinedSlots();
-    j["cpu_seconds"] = s.getCpuSeconds();
     j["layers"] = nlohmann::json::array();
     for (auto l : s.getLayers())
       j["layers"].push_back({{"layer", l.getLayer()}, {"hits", l.getHits()}, {"misses", l.getMisses()}});

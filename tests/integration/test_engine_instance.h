@@ -37,6 +37,9 @@ inline int free_port() {
   return ntohs(a.sin_port);
 }
 
+// host:port on loopback with a port nothing listens on right now (for `up --http`).
+inline std::string free_loopback_address() { return "127.0.0.1:" + std::to_string(free_port()); }
+
 class Instance {
  public:
   // extra: more arguments for `up` (e.g. "--http 127.0.0.1:PORT --ctx 256").

@@ -14,6 +14,9 @@
 
 #include "proto/engine.capnp.h"
 #include "shared/ipc/rpc_call.h"
+#include "shared/stats/capnp.h"
+#include "shared/stats/engine_stats.h"
+#include "shared/stats/json.h"
 #include "shared/util/error.h"
 
 namespace waste::client {
@@ -46,18 +49,12 @@ auto call(const std::string& address, const char* what, F&& f) -> decltype(f()) 
 }
 
 nlohmann::json session_json(proto::SessionStats::Reader s) {
-  return {{"id", s.getId()},
-          {"position", s.getPosition()},
-          {"context", s.getContext()},
-          {"generating", s.getGenerating()},
-          {"requests", s.getRequests()},
-          {"prompt_tokens", s.getPromptTokens()},
-          {"tokens", s.getTokens()},
-          {"decode_seconds", s.getDecodeSeconds()},
-          {"tok_per_s", s.getTokPerSecond()},
-          {"hits", s.getHits()},
-          {"misses", s.getMisses()},
-          {"bytes_read", s.getBytesRead()}};
+  nlohmann::json j = stats::to_json(stats::from_capnp<stats::SessionStats>(s));
+  j["id"] = s.getId();
+  j["position"] = s.getPosition();
+  j["context"] = s.getContext();
+  j["generating"] = s.getGenerating();
+  return j;
 }
 
 // The client's TokenSink: hands each token to the callback; a false return fails the stream,
@@ -278,32 +275,9 @@ nlohmann::json Client::stats() {
   return call(impl_->address, "stats", [&] {
     auto r = impl_->wait(impl_->engine.statsRequest().send());
     auto s = r.getStats();
-    nlohmann::json e = {{"uptime_seconds", s.getUptimeSeconds()},
-                        {"sessions", s.getSessions()},
-                        {"max_sessions", s.getMaxSessions()},
-                        {"queued", s.getQueued()},
-                        {"running", s.getRunning()},
-                        {"max_queued", s.getMaxQueued()},
-                        {"requests", s.getRequests()},
-                        {"failed", s.getFailed()},
-                        {"prompt_tokens", s.getPromptTokens()},
-                        {"tokens", s.getTokens()},
-                        {"decode_seconds", s.getDecodeSeconds()},
-                        {"tok_per_s", s.getTokPerSecond()},
-                        {"hits", s.getHits()},
-                        {"misses", s.getMisses()},
-                        {"bytes_read", s.getBytesRead()},
-                        {"expert_path", s.getExpertPath().cStr()},
-                        {"reattaches", s.getReattaches()},
-                        {"batches", s.getBatches()},
-                        {"batched_sessions", s.getBatchedSessions()},
-                        {"max_batch", s.getMaxBatch()}};
-    auto pc = s.getPromptCache();
-    e["prompt_cache"] = {{"budget_bytes", pc.getBudgetBytes()}, {"bytes", pc.getBytes()},
-                         {"entries", pc.getEntries()},          {"lookups", pc.getLookups()},
-                         {"hits", pc.getHits()},                {"cached_tokens", pc.getCachedTokens()},
-                         {"inserted", pc.getInserted()},        {"evicted", pc.getEvicted()},
-                         {"too_large", pc.getTooLarge()}};
+    nlohmann::json e = stats::to_json(stats::from_capnp<stats::EngineStats>(s));
+    e["expert_path"] = s.getExpertPath().cStr();
+    e["prompt_cache"] = stats::to_json(stats::from_capnp<stats::PromptCacheStats>(s.getPromptCache()));
     nlohmann::json list = nlohmann::json::array();
     for (auto x : r.getSessions()) list.push_back(session_json(x));
     return nlohmann::json{{"engine", e}, {"sessions", list}};

@@ -23,6 +23,9 @@
 #include "shared/container/format.h"
 #include "shared/util/error.h"
 #include "shared/ipc/rpc_call.h"
+#include "shared/stats/engine_stats.h"
+#include "shared/stats/json.h"
+#include "shared/stats/prometheus.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/serve/api_keys.h"
 #include "tools/serve/connection_guard.h"
@@ -419,57 +422,34 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
 std::string metrics(const Config& cfg) {
   waste::client::Client c(cfg.address, cfg.compute_timeout_ms);
   const json s = c.stats();
-  const json& e = s["engine"];
-  std::ostringstream o;
-  auto metric = [&](const char* name, const char* type, const char* help, double v) {
-    // %.17g: counters and byte gauges exactly (the stream's default 6 digits rounded them).
-    char value[32];
-    std::snprintf(value, sizeof value, "%.17g", v);
-    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
+  namespace stats = waste::stats;
+  const auto engine = stats::from_json<stats::EngineStats>(s["engine"]);
+  const auto pc = stats::from_json<stats::PromptCacheStats>(s["engine"]["prompt_cache"]);
+  std::string o;
+  // Compute's statistics as their lists define them (shared/stats/engine_stats.h) ...
+  stats::write_metrics(o, engine);
+  stats::write_metrics(o, pc);
+  stats::write_metric(o, "waste_prompt_cache_hit_rate", stats::Kind::Gauge, "Prompt-cache hits / lookups.",
+                      pc.lookups > 0 ? double(pc.hits) / double(pc.lookups) : 0.0);
+  // ... and what only this waste-serve counts.
+  auto counter = [&](const char* name, const char* help, double v) {
+    stats::write_metric(o, name, stats::Kind::Counter, help, v);
   };
-  metric("waste_tokens_generated_total", "counter", "Tokens generated, all sessions.", e["tokens"].get<double>());
-  metric("waste_prompt_tokens_total", "counter", "Prompt tokens fed.", e["prompt_tokens"].get<double>());
-  metric("waste_tokens_per_second", "gauge", "Generated tokens per second of decoding wall time (aggregate).",
-         e["tok_per_s"].get<double>());
-  metric("waste_expert_hits_total", "counter", "Expert lookups served from the cache.", e["hits"].get<double>());
-  metric("waste_expert_misses_total", "counter", "Expert lookups that read the disk.", e["misses"].get<double>());
-  metric("waste_expert_read_gigabytes_total", "counter", "Expert bytes read from disk, in GB.",
-         e["bytes_read"].get<double>() / 1e9);
-  metric("waste_sessions", "gauge", "Open sessions.", e["sessions"].get<double>());
-  metric("waste_requests_queued", "gauge", "Generate requests queued or running.", e["queued"].get<double>());
-  metric("waste_requests_total", "counter", "Generate requests finished.", e["requests"].get<double>());
-  metric("waste_requests_failed_total", "counter", "Generate requests that failed.", e["failed"].get<double>());
-  metric("waste_uptime_seconds", "gauge", "Seconds since compute started.", e["uptime_seconds"].get<double>());
-  metric("waste_images_total", "counter", "Images in answered requests (counted by this waste-serve since it started).",
-         double(g_images.load()));
-  metric("waste_image_tokens_total", "counter", "Prompt positions those images took (counted in prompt tokens).",
-         double(g_image_tokens.load()));
-  metric("waste_vision_seconds_total", "counter", "Seconds compute's vision tower ran on those images.",
-         g_image_seconds.load());
+  counter("waste_images_total", "Images in answered requests (counted by this waste-serve since it started).",
+          double(g_images.load()));
+  counter("waste_image_tokens_total", "Prompt positions those images took (counted in prompt tokens).",
+          double(g_image_tokens.load()));
+  counter("waste_vision_seconds_total", "Seconds compute's vision tower ran on those images.", g_image_seconds.load());
   const waste::serve::GuardCounts g = waste::serve::guard_counts();
-  metric("waste_http_connections", "gauge", "HTTP connections open (queued or served).", double(g.open));
-  metric("waste_http_connections_refused_total", "counter",
-         "HTTP connections refused: over --max-connections-per-client.", double(g.refused));
-  metric("waste_http_request_read_timeouts_total", "counter",
-         "HTTP connections closed: a request not read whole within --request-read-timeout.", double(g.timed_out));
-  metric("waste_http_abandoned_total", "counter",
-         "Non-streaming requests cancelled because their client closed the connection.", double(g_abandoned.load()));
-  const json& pc = e["prompt_cache"];
-  metric("waste_prompt_cache_budget_bytes", "gauge", "Bytes the prompt cache may hold (0: off).",
-         pc["budget_bytes"].get<double>());
-  metric("waste_prompt_cache_bytes", "gauge", "Bytes held by prompt-cache checkpoints.", pc["bytes"].get<double>());
-  metric("waste_prompt_cache_entries", "gauge", "Prompt-cache checkpoints held.", pc["entries"].get<double>());
-  metric("waste_prompt_cache_lookups_total", "counter", "Prompts of fresh sessions looked up in the prompt cache.",
-         pc["lookups"].get<double>());
-  metric("waste_prompt_cache_hits_total", "counter", "Prompts that started from a prompt-cache checkpoint.",
-         pc["hits"].get<double>());
-  metric("waste_prompt_cache_hit_rate", "gauge", "Prompt-cache hits / lookups.",
-         pc["lookups"].get<double>() > 0 ? pc["hits"].get<double>() / pc["lookups"].get<double>() : 0.0);
-  metric("waste_prompt_cache_cached_tokens_total", "counter", "Prompt tokens restored from checkpoints, not prefilled.",
-         pc["cached_tokens"].get<double>());
-  metric("waste_prompt_cache_evictions_total", "counter", "Checkpoints dropped to stay in the budget.",
-         pc["evicted"].get<double>());
-  return o.str();
+  stats::write_metric(o, "waste_http_connections", stats::Kind::Gauge, "HTTP connections open (queued or served).",
+                      double(g.open));
+  counter("waste_http_connections_refused_total", "HTTP connections refused: over --max-connections-per-client.",
+          double(g.refused));
+  counter("waste_http_request_read_timeouts_total",
+          "HTTP connections closed: a request not read whole within --request-read-timeout.", double(g.timed_out));
+  counter("waste_http_abandoned_total", "Non-streaming requests cancelled because their client closed the connection.",
+          double(g_abandoned.load()));
+  return o;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "shared/stats/arithmetic.h"
 #include "shared/util/error.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
@@ -69,17 +70,16 @@ void run_bench(const BenchOptions& o) {
   e.model().set_profile(nullptr);
   const ExpertSourceStats after = e.experts().stats();
   const double iod_cpu = iod_cpu0 < 0 ? -1.0 : iod_cpu_seconds(e) - iod_cpu0;  // over the timed decode
-  const uint64_t hits = after.hits - before.hits, misses = after.misses - before.misses,
-                 bytes = after.bytes_read - before.bytes_read;
-  const uint64_t pf_issued = after.prefetch_issued - before.prefetch_issued,
-                 pf_used = after.prefetch_used - before.prefetch_used,
-                 pf_wasted = after.prefetch_wasted - before.prefetch_wasted;
+  const ExpertSourceStats decode = stats::minus(after, before);
+  const uint64_t hits = decode.hits, misses = decode.misses, bytes = decode.bytes_read;
+  const uint64_t pf_issued = decode.prefetch_issued, pf_used = decode.prefetch_used, pf_wasted = decode.prefetch_wasted;
   // A wasted prefetch read one whole record; the bytes are at most the largest record's stride
   // each (exact when, as in every model here, all MoE layers share one record shape).
   uint64_t record_stride = 0;
   for (const auto& l : e.container().expert_layers()) record_stride = std::max(record_stride, l.layout.stride);
   const double wasted_mb_per_token = double(pf_wasted) * double(record_stride) / 1e6 / std::max(1, o.tokens);
   const Model::LookaheadStats la = e.model().lookahead_stats().since(la_before);
+  const ExpertSourceStats prefill = stats::minus(pre_after, pre_before);
   const double per = 1000.0 / o.tokens;  // ms per token
   const std::pair<const char*, double> rows[] = {
       {"attention", phases.attention}, {"router", phases.router},     {"fetch_wait", phases.fetch_wait},
@@ -107,9 +107,9 @@ void run_bench(const BenchOptions& o) {
                       {"chunk", o.engine.chunk},
                       {"seconds", prefill_secs},
                       {"tok_per_s", o.prefill / prefill_secs},
-                      {"expert_hits", pre_after.hits - pre_before.hits},
-                      {"expert_misses", pre_after.misses - pre_before.misses},
-                      {"bytes_read", pre_after.bytes_read - pre_before.bytes_read},
+                      {"expert_hits", prefill.hits},
+                      {"expert_misses", prefill.misses},
+                      {"bytes_read", prefill.bytes_read},
                       {"ms", {{"attention", prefill_phases.attention * 1e3},
                               {"router", prefill_phases.router * 1e3},
                               {"fetch_wait", prefill_phases.fetch_wait * 1e3},
@@ -124,9 +124,7 @@ void run_bench(const BenchOptions& o) {
     std::printf("%s: prefill of %d tokens (chunks of %d) in %.3f s: %.2f tok/s, expert hits %llu, misses %llu, "
                 "%.3f GB read\n",
                 o.engine.model.c_str(), o.prefill, o.engine.chunk, prefill_secs, o.prefill / prefill_secs,
-                (unsigned long long)(pre_after.hits - pre_before.hits),
-                (unsigned long long)(pre_after.misses - pre_before.misses),
-                double(pre_after.bytes_read - pre_before.bytes_read) / 1e9);
+                (unsigned long long)prefill.hits, (unsigned long long)prefill.misses, double(prefill.bytes_read) / 1e9);
   std::printf("%s: %d decode tokens in %.3f s: %.2f tok/s  [experts: %s; usage file: %s]\n", o.engine.model.c_str(),
               o.tokens, secs, o.tokens / secs, h.expert_path().c_str(), h.usage_note().c_str());
   std::printf("  expert hits %llu, misses %llu, %.3f GB read; prefetch issued %llu, used %llu, wasted %llu\n",

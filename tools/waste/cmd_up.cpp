@@ -220,18 +220,42 @@ void register_up_commands(CLI::App& app) {
     std::exit(h["ok"].get<bool>() ? 0 : 1);
   });
 
-  auto status_dir = std::make_shared<std::string>();
+  struct StatusOptions {
+    std::string run_dir;
+    bool json = false;
+  };
+  auto so = std::make_shared<StatusOptions>();
   CLI::App* status = app.add_subcommand("status", "Pids, uptime, budget, sessions and hit rate of a running instance");
-  status->add_option("--run-dir", *status_dir, "Run directory");
-  status->callback([status_dir] {
-    const std::string dir = status_dir->empty() ? client::default_run_dir() : *status_dir;
+  status->add_option("--run-dir", so->run_dir, "Run directory");
+  status->add_flag("--json", so->json,
+                   "One JSON object: the supervisor's status, \"health\", and compute's \"engine\" and \"sessions\" "
+                   "(Engine.stats) when it answers");
+  status->callback([so] {
+    const std::string dir = so->run_dir.empty() ? client::default_run_dir() : so->run_dir;
     int rc = 0;
     const std::string out = capture_supervisor({"status", "--json", "--run-dir", dir}, &rc);
     nlohmann::json st = nlohmann::json::parse(out, nullptr, false);
     require(!st.is_discarded(), "status: the supervisor answered: " + out);
     if (!st.value("running", false)) {
-      std::printf("not running (%s)\n", dir.c_str());
+      if (so->json)
+        std::printf("%s\n", st.dump().c_str());
+      else
+        std::printf("not running (%s)\n", dir.c_str());
       std::exit(3);
+    }
+    if (so->json) {
+      st["health"] = instance_health(dir, 3000);
+      if (st["health"]["compute"]["state"] == "ok") {
+        try {
+          const nlohmann::json s = client::Client(dir, 3000).stats();
+          st["engine"] = s["engine"];
+          st["sessions"] = s["sessions"];
+        } catch (const std::exception& e) {
+          st["engine_error"] = e.what();
+        }
+      }
+      std::printf("%s\n", st.dump().c_str());
+      return;
     }
     std::printf("run dir %s\nmodel   %s\nbudget  %s\nup      %.0f s (supervisor pid %d)\n", dir.c_str(),
                 st["model"].get<std::string>().c_str(), st["budget"].get<std::string>().c_str(),
