@@ -14,6 +14,19 @@
 
 namespace waste::cli {
 
+// A sweep's or a comparison's rows as JSON: the same keys for both (a comparison's hit_rate is
+// one value per policy, in the order of "policies").
+template <class Row>
+nlohmann::json rows_json(const std::vector<Row>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Row& r : rows)
+    out.push_back({{"working_sets", r.working_sets}, {"slots", r.slots}, {"hit_rate", r.hit_rate},
+                   {"optimal_hit_rate", r.optimal_hit_rate},
+                   {"optimal_no_bypass_hit_rate", r.optimal_no_bypass_hit_rate}});
+  return out;
+}
+
+
 namespace {
 
 struct IobenchOptions {
@@ -67,11 +80,7 @@ void run_iobench(const IobenchOptions& o) {
       j["tokens"] = trace.tokens();
       j["working_set_slots"] = g.working_set_slots();
       j["prewarmed"] = have_usage;
-      j["rows"] = nlohmann::json::array();
-      for (const auto& r : rows)
-        j["rows"].push_back({{"working_sets", r.working_sets}, {"slots", r.slots}, {"hit_rate", r.hit_rate},
-                             {"optimal_hit_rate", r.optimal_hit_rate},
-                             {"optimal_no_bypass_hit_rate", r.optimal_no_bypass_hit_rate}});
+      j["rows"] = rows_json(rows);
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
@@ -91,11 +100,7 @@ void run_iobench(const IobenchOptions& o) {
     j["top_k"] = trace.top_k;
     j["working_set_slots"] = g.working_set_slots();
     j["prewarmed"] = have_usage;
-    j["rows"] = nlohmann::json::array();
-    for (const auto& r : rows)
-      j["rows"].push_back({{"working_sets", r.working_sets}, {"slots", r.slots}, {"hit_rate", r.hit_rate},
-                           {"optimal_hit_rate", r.optimal_hit_rate},
-                           {"optimal_no_bypass_hit_rate", r.optimal_no_bypass_hit_rate}});
+    j["rows"] = rows_json(rows);
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
