@@ -13,7 +13,7 @@
 //
 // What a traits struct provides (V = kLanes f32 lanes, I = kLanes int32 lanes):
 //   zero, set1, load, load_aligned, load_tail (first n lanes, rest 0), store, store_aligned,
-//   add, mul, fma(a, b, c) = a*b + c, fnma(a, b, c) = c - a*b, abs, max,
+//   add, mul, fma(a, b, c) = a*b + c, fnma(a, b, c) = c - a*b,
 //   mul_exact(a, b): a product the compiler may not fuse with a following add,
 //   sum(v): the lanes added in a fixed order (a path's results depend on it), f16(h): one
 //   f16 as f32,
@@ -140,8 +140,6 @@ struct Avx512 {
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
-  static V abs(V a) { return _mm512_abs_ps(a); }
-  static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static V mul_exact(V a, V b) {  // see Avx2::mul_exact
     V p = _mm512_mul_ps(a, b);
     asm("" : "+v"(p));
