@@ -4,13 +4,15 @@
 // stay within 2 x 15 x 127, no 16-bit saturation); Q8G multiplies |w| by x with w's sign
 // (2 x 128 x 127 fits in 16 bits). The 16 lanes of the definition are two ymm (units 0-7 and
 // 8-15 of each 512-column block), each fed by the integer sums of 8 units reduced together.
+// One token per pass over a row. The algorithm shared with AVX-512: matvec_int8_simd.h;
+// here are the AVX2 operations it runs on.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "shared/kernels/matvec_int8.h"
-#include "shared/kernels/matvec_paths.h"
+#include "shared/kernels/matvec_int8_simd.h"
+#include "shared/kernels/simd_traits.h"
 
 namespace waste {
 namespace {
@@ -23,32 +25,18 @@ inline __m256i reduce_units(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
   return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// The definition's final tree over lanes lo[0..7], hi[0..7] (= lanes 8..15).
-inline float lane_tree(__m256 lo, __m256 hi) {
-  const __m256 s8 = _mm256_add_ps(lo, hi);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256i load16(const void* p) { return _mm256_zextsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))); }
 
-struct Kernel {
-  const MatrixView& w;
-  const Int8Activations& act;
-  int64_t groups, units_per_group, units, padded_units, cols;
-  int group_shift;             // log2(units_per_group)
+struct Ops : kernel_detail::Int8Shape {
+  struct F { __m256 lo, hi; };   // lanes 0-7, 8-15
+  struct I { __m256i lo, hi; };
+  static constexpr int kTokenTile = 1;
+  static constexpr bool kPrefetch = false;  // measured on the AVX-512 path only
+  static constexpr int kQ4Shift = 3, kQ8Shift = 0;  // nibbles are q + 8; Q8G: sign trick, no excess
   __m256i index_lo, index_hi;  // lane k of a block half -> its group within the block
-  const int8_t* q;
-  const int32_t* unit_sum;
-  const float* unit_scale;
 
-  Kernel(const MatrixView& w_, const Int8Activations& a)
-      : w(w_), act(a), groups(w_.cols / w_.group), units_per_group(w_.group / 32), units(a.units),
-        padded_units(a.padded_units), cols(w_.cols), group_shift(__builtin_ctzll(uint64_t(w_.group / 32))),
-        q(a.q.data()), unit_sum(a.unit_sum.data()), unit_scale(a.unit_scale.data()) {
+  Ops(const MatrixView& w_, const Int8Activations& a) : Int8Shape(w_, a) {
     alignas(32) int32_t lo[8], hi[8];
     const int64_t s = std::max<int64_t>(1, std::min<int64_t>(units_per_group, 16));
     for (int k = 0; k < 8; ++k) {
@@ -59,13 +47,24 @@ struct Kernel {
     index_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
   }
 
-  // f16 weight scales of units [u0, u0 + 16) of a row as f32, lanes 0-7 and 8-15 (0 past
-  // the last unit).
-  void unit_scales(const uint16_t* srow, int64_t u0, __m256& lo, __m256& hi) const {
+  static F fzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static F load_f(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static F cvt(I v) { return {_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)}; }
+  static F mul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  static F fma(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+  static I sub_shifted(I s, const int32_t* p, int shift) {
+    return {_mm256_sub_epi32(s.lo, _mm256_slli_epi32(load32(p), shift)),
+            _mm256_sub_epi32(s.hi, _mm256_slli_epi32(load32(p + 8), shift))};
+  }
+  // The definition's final tree over lanes lo[0..7], hi[0..7] (= lanes 8..15).
+  static float lane_tree(F a) { return simd::Avx2::sum(_mm256_add_ps(a.lo, a.hi)); }
+
+  // f16 weight scales of units [u0, u0 + 16) of a row as f32 (0 past the last unit).
+  F unit_scales(const uint16_t* srow, int64_t u0) const {
     const int64_t g0 = u0 >> group_shift;
     if (units_per_group >= 16) {
-      lo = hi = _mm256_set1_ps(_cvtsh_ss(srow[g0]));
-      return;
+      const __m256 s = _mm256_set1_ps(_cvtsh_ss(srow[g0]));
+      return {s, s};
     }
     const int64_t count = std::min<int64_t>(units_per_group == 1 ? 16 : 8, groups - g0);
     alignas(32) uint16_t buf[16] = {};
@@ -75,13 +74,8 @@ struct Kernel {
       s = buf;
     }
     const __m256 first = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
-    if (units_per_group == 1) {
-      lo = first;
-      hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 8)));
-    } else {
-      lo = _mm256_permutevar8x32_ps(first, index_lo);
-      hi = _mm256_permutevar8x32_ps(first, index_hi);
-    }
+    if (units_per_group == 1) return {first, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 8)))};
+    return {_mm256_permutevar8x32_ps(first, index_lo), _mm256_permutevar8x32_ps(first, index_hi)};
   }
 
   // Q4G: units first, first + 1 (32 bytes, the second may be missing) times one token's
@@ -108,54 +102,41 @@ struct Kernel {
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
   }
 
-  // The integer sums of units [h0, h0 + 8) of row r for one token.
-  __m256i unit_sums(int64_t r, const int8_t* xt, int64_t h0) const {
+  // The integer sums of units [h0, h0 + 8) for one token.
+  __m256i q4g_half(const uint8_t* wrow, const int8_t* xt, int64_t h0) const {
     __m256i v[4];
-    if (w.format == TensorFormat::Q4G) {
-      const auto* wrow = static_cast<const uint8_t*>(w.data) + r * (cols / 2);
-      for (int j = 0; j < 4; ++j) v[j] = q4g_pair(wrow, xt, h0 + 2 * j);
-    } else {
-      const auto* wrow = static_cast<const int8_t*>(w.data) + r * cols;
-      for (int j = 0; j < 4; ++j) {
-        const __m256i a = q8g_unit(wrow, xt, h0 + 2 * j), b = q8g_unit(wrow, xt, h0 + 2 * j + 1);
-        v[j] = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-      }
+    for (int j = 0; j < 4; ++j) v[j] = q4g_pair(wrow, xt, h0 + 2 * j);
+    return reduce_units(v[0], v[1], v[2], v[3]);
+  }
+  __m256i q8g_half(const int8_t* wrow, const int8_t* xt, int64_t h0) const {
+    __m256i v[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256i a = q8g_unit(wrow, xt, h0 + 2 * j), b = q8g_unit(wrow, xt, h0 + 2 * j + 1);
+      v[j] = _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
     }
     return reduce_units(v[0], v[1], v[2], v[3]);
   }
 
-  void row(int64_t r, int64_t t, float* y) const {
-    const uint16_t* srow = w.scales + r * groups;
-    const int8_t* xt = q + t * cols;
-    const int shift = w.format == TensorFormat::Q4G ? 3 : 0;  // Q4G's excess is 8 x the activation sum
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t u0 = 0; u0 < units; u0 += 16) {
-      __m256 ws[2];
-      unit_scales(srow, u0, ws[0], ws[1]);
-      for (int h = 0; h < 2; ++h) {
-        const int64_t at = t * padded_units + u0 + 8 * h;
-        __m256i usum = unit_sums(r, xt, u0 + 8 * h);
-        if (shift)
-          usum = _mm256_sub_epi32(usum, _mm256_slli_epi32(load32(unit_sum + at), shift));
-        const __m256 d = _mm256_mul_ps(ws[h], _mm256_loadu_ps(unit_scale + at));
-        acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(usum), d, acc[h]);
-      }
+  template <int T>
+  void q4g_sums(const uint8_t* wrow, int64_t t0, int64_t u0, I* out) const {
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xt = q + (t0 + t) * cols;
+      out[t] = {q4g_half(wrow, xt, u0), q4g_half(wrow, xt, u0 + 8)};
     }
-    y[t * w.rows + r] = lane_tree(acc[0], acc[1]);
+  }
+  template <int T>
+  void q8g_sums(const int8_t* wrow, int64_t t0, int64_t u0, I* out) const {
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xt = q + (t0 + t) * cols;
+      out[t] = {q8g_half(wrow, xt, u0), q8g_half(wrow, xt, u0 + 8)};
+    }
   }
 };
 
 }  // namespace
 
 void matmul_int8_avx2(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
-  const Int8Activations& act =
-      quantize_for(w, x, n, w.format == TensorFormat::Q4G ? Int8Layout::EvenOdd : Int8Layout::Natural);
-  const Kernel k(w, act);
-  // Rows outermost: a row is read from memory once and stays in L1 for every token.
-  for_row_ranges(pool, w.rows, w.cols * n, [&](int64_t row_begin, int64_t row_end) {
-    for (int64_t r = row_begin; r < row_end; ++r)
-      for (int64_t t = 0; t < n; ++t) k.row(r, t, y);
-  });
+  kernel_detail::matmul_int8<Ops>(w, x, n, y, pool);
 }
 
 }  // namespace waste

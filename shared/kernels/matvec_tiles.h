@@ -1,15 +1,17 @@
-// Internal: the row x token tiling shared by the SIMD matvec paths. Include only from
-// *_avx2.cpp / *_avx512.cpp files: it is a template over an instruction set `Isa` and a row
-// decoder `D`, both defined in the including file's anonymous namespace, so every path gets
-// its own instantiation and the scalar build never sees SIMD code.
+// Internal: the trunk matvec/matmul of the SIMD paths, written once over an instruction set
+// `Isa` (shared/kernels/simd_traits.h); matvec_avx2.cpp and matvec_avx512.cpp only
+// instantiate matmul<Isa, ...>() with their tile shapes. Include only from those per-ISA
+// files (everything here has internal linkage, see simd_traits.h), so every path gets its
+// own instantiation and the scalar build never sees SIMD code.
 //
-// Isa provides: V (vector of kLanes floats), zero(), load(p), load_tail(p, n) (first n
-// lanes, rest zero), fma(a, b, c) = a*b + c, sum(v) (fixed-order horizontal add).
-// D provides: kCols (columns per chunk = kVecs * kLanes), kVecs, groups (chunks are
-// grouped; quantized formats: one scale group, else kColumnBlock columns), group_cols, tail
-// (columns after the last full group, float formats only), Row (per-row cursor), row(r),
-// start_group(Row&, g), load(Row, c, V* w) (chunk at column c, kVecs vectors in the lane
-// order of the activation layout), load_tail(Row, c, n, V* w).
+// Isa provides (simd_traits.h): V (vector of kLanes floats), zero(), load(p), load_tail(p, n)
+// (first n lanes, rest zero), fma(a, b, c) = a*b + c, sum(v) (fixed-order horizontal add),
+// and the exact widening loads the row decoders below use.
+// A row decoder D provides: kCols (columns per chunk = kVecs * kLanes), kVecs, groups
+// (chunks are grouped; quantized formats: one scale group, else kColumnBlock columns),
+// group_cols, tail (columns after the last full group, float formats only), Row (per-row
+// cursor), row(r), start_group(Row&, g), load(Row, c, V* w) (chunk at column c, kVecs vectors
+// in the lane order of the activation layout), load_tail(Row, c, n, V* w).
 //
 // Order of the sum: each (row, token) pair has one vector accumulator that receives, for each
 // chunk in column order, the FMAs of its kVecs vectors in order, then the tail; the lanes are
@@ -22,7 +24,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "shared/kernels/matvec_paths.h"
+
 namespace waste::kernel_detail {
+namespace {
 
 // Tokens handled per pass over W, and columns per block (their activations stay in L2).
 constexpr int64_t kTokenBlock = 64;
@@ -170,4 +175,111 @@ inline void split_even_odd(const float* x, int64_t n, int64_t cols, float* out) 
   }
 }
 
+// Weights are decoded to exact f32 values (Q8G/Q4G: q * scale is exact in f32, an 8-bit
+// integer times an f16), then multiplied with f32 activations.
+
+// Float formats: blocks of kColumnBlock columns play the part of groups; the columns after
+// the last whole block are the tail.
+struct FloatShape {
+  int64_t groups, group_cols = kColumnBlock, tail;
+  explicit FloatShape(int64_t cols) : groups(cols / kColumnBlock), tail(cols % kColumnBlock) {}
+};
+
+// F32, BF16 and F16 rows: one vector per chunk, widened exactly by Isa (Load).
+template <class Isa, class T, class Load>
+struct FloatRows : FloatShape {
+  using V = typename Isa::V;
+  static constexpr int kCols = Isa::kLanes, kVecs = 1;
+  const T* data;
+  int64_t cols;
+  FloatRows(const MatrixView& w) : FloatShape(w.cols), data(static_cast<const T*>(w.data)), cols(w.cols) {}
+  struct Row { const T* p; };
+  Row row(int64_t r) const { return {data + r * cols}; }
+  void start_group(Row&, int64_t) const {}
+  void load(const Row& row, int64_t c, V* w) const { w[0] = Load::full(row.p + c); }
+  void load_tail(const Row& row, int64_t c, int n, V* w) const { w[0] = Load::tail(row.p + c, n); }
+};
+template <class Isa> struct LoadF32 {
+  static auto full(const float* p) { return Isa::load(p); }
+  static auto tail(const float* p, int n) { return Isa::load_tail(p, n); }
+};
+template <class Isa> struct LoadBf16 {
+  static auto full(const uint16_t* p) { return Isa::load_bf16(p); }
+  static auto tail(const uint16_t* p, int n) { return Isa::load_bf16_tail(p, n); }
+};
+template <class Isa> struct LoadF16 {
+  static auto full(const uint16_t* p) { return Isa::load_f16(p); }
+  static auto tail(const uint16_t* p, int n) { return Isa::load_f16_tail(p, n); }
+};
+
+// Q8G: kLanes int8 -> f32, times the group's scale.
+template <class Isa>
+struct Q8gRows {
+  using V = typename Isa::V;
+  static constexpr int kCols = Isa::kLanes, kVecs = 1;
+  const int8_t* data;
+  const uint16_t* scales;
+  int64_t cols, groups, group_cols, tail = 0;
+  Q8gRows(const MatrixView& w)
+      : data(static_cast<const int8_t*>(w.data)), scales(w.scales), cols(w.cols), groups(w.cols / w.group), group_cols(w.group) {}
+  struct Row { const int8_t* q; const uint16_t* s; V scale; };
+  Row row(int64_t r) const { return {data + r * cols, scales + r * groups, Isa::zero()}; }
+  void start_group(Row& row, int64_t g) const { row.scale = Isa::set1(Isa::f16(row.s[g])); }
+  void load(const Row& row, int64_t c, V* w) const { w[0] = Isa::mul(Isa::load_i8(row.q + c), row.scale); }
+  void load_tail(const Row&, int64_t, int, V* w) const { w[0] = Isa::zero(); }  // never called: no tail
+};
+
+// Q4G: 16 bytes hold 32 columns, decoded by Isa::q4_decode into 32 / kLanes vectors (low
+// nibbles, the even columns, then high nibbles, the odd ones: the split_even_odd layout).
+template <class Isa>
+struct Q4gRows {
+  using V = typename Isa::V;
+  static constexpr int kCols = 32, kVecs = 32 / Isa::kLanes;
+  const uint8_t* data;
+  const uint16_t* scales;
+  int64_t cols, groups, group_cols, tail = 0;
+  Q4gRows(const MatrixView& w)
+      : data(static_cast<const uint8_t*>(w.data)), scales(w.scales), cols(w.cols), groups(w.cols / w.group), group_cols(w.group) {}
+  struct Row { const uint8_t* q; const uint16_t* s; typename Isa::Q4Scale scale; };
+  Row row(int64_t r) const { return {data + r * cols / 2, scales + r * groups, Isa::q4_scale(0.0f)}; }
+  // (the scale is set by start_group before any load)
+  void start_group(Row& row, int64_t g) const { row.scale = Isa::q4_scale(Isa::f16(row.s[g])); }
+  void load(const Row& row, int64_t c, V* w) const { Isa::q4_decode(row.q + c / 2, row.scale, w); }
+  void load_tail(const Row&, int64_t, int, V* w) const { w[0] = Isa::zero(); }  // never called: no tail
+};
+
+template <class Isa, class D, int RowTile1, int RowTileN, int TokenTileN>
+void run(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+  const D d(w);
+  for_row_ranges(pool, w.rows, w.cols * n, [&](int64_t b, int64_t e) {
+    if (n == 1)
+      run_rows<Isa, D, RowTile1, 1>(d, x, n, w.cols, y, w.rows, b, e);
+    else
+      run_rows<Isa, D, RowTileN, TokenTileN>(d, x, n, w.cols, y, w.rows, b, e);
+  });
+}
+
+// matmul_<isa>(): row tiles of RowTile1 rows for one token, RowTileN x TokenTileN tiles for
+// several (the ISA's register count decides them). VQ3R is not a trunk format here.
+template <class Isa, int RowTile1, int RowTileN, int TokenTileN>
+void matmul(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+  switch (w.format) {
+    case TensorFormat::F32:
+      return run<Isa, FloatRows<Isa, float, LoadF32<Isa>>, RowTile1, RowTileN, TokenTileN>(w, x, n, y, pool);
+    case TensorFormat::BF16:
+      return run<Isa, FloatRows<Isa, uint16_t, LoadBf16<Isa>>, RowTile1, RowTileN, TokenTileN>(w, x, n, y, pool);
+    case TensorFormat::F16:
+      return run<Isa, FloatRows<Isa, uint16_t, LoadF16<Isa>>, RowTile1, RowTileN, TokenTileN>(w, x, n, y, pool);
+    case TensorFormat::Q8G: return run<Isa, Q8gRows<Isa>, RowTile1, RowTileN, TokenTileN>(w, x, n, y, pool);
+    case TensorFormat::Q4G: {
+      std::vector<float> split(size_t(n * w.cols));
+      split_even_odd(x, n, w.cols, split.data());
+      return run<Isa, Q4gRows<Isa>, RowTile1, RowTileN, TokenTileN>(w, split.data(), n, y, pool);
+    }
+    case TensorFormat::VQ3R: break;
+  }
+  matmul_scalar(w, x, n, y, pool);
+}
+
+}  // namespace
 }  // namespace waste::kernel_detail

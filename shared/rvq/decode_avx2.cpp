@@ -7,21 +7,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shared/kernels/simd_traits.h"
 #include "shared/rvq/kernel_paths.h"
 #include "shared/util/half.h"
 
 namespace waste::rvq_detail {
-
-namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-}  // namespace
 
 void matmul_tiles_avx2(const uint8_t* codes, const uint16_t* scales, int rows, int cols, const RvqTables* const* t,
                        int n, float* y, size_t y_stride, int tile_begin, int tile_end) {
@@ -53,7 +43,7 @@ void matmul_tiles_avx2(const uint8_t* codes, const uint16_t* scales, int rows, i
           }
         }
         for (int k = 0; k < 8 && rr0 + k < r_end; ++k)
-          y[size_t(i) * y_stride + size_t(r0 + rr0 + k)] = hsum(acc[k]) * f16_to_f32(scales[r0 + rr0 + k]);
+          y[size_t(i) * y_stride + size_t(r0 + rr0 + k)] = simd::Avx2::sum(acc[k]) * f16_to_f32(scales[r0 + rr0 + k]);
       }
     }
   }

@@ -2,20 +2,20 @@
 // 64 rows at once with two vpermi2b (entries 0-127 and 128-255) blended on the index's top
 // bit. Lookups are biased unsigned bytes, split into even/odd rows and summed exactly in
 // int16 per block of 8 vector positions, then flushed to f32 as the scalar reference does.
-// GCC 12 warns inside its own AVX-512 headers (a known false positive of its intrinsics).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// It has no AVX2 twin: without byte permutes AVX2 decodes instead (decode_avx2.cpp).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "shared/kernels/prefetch.h"
+#include "shared/kernels/simd_traits.h"
 #include "shared/rvq/kernel_paths.h"
-#include "shared/rvq/mul_exact_simd.h"
 #include "shared/util/half.h"
 
 namespace waste::rvq_detail {
+
+using simd::Avx512;
 
 float table_block_avx512(const float* x, int nv, const BooksT& b, uint8_t* q) {
   constexpr int kPer = kVqStages * kVqEntries;
@@ -26,8 +26,8 @@ float table_block_avx512(const float* x, int nv, const BooksT& b, uint8_t* q) {
     for (int d = 0; d < kVqDim; ++d) xs[d] = _mm512_set1_ps(x[v * kVqDim + d]);
     for (int s = 0; s < kVqStages; ++s)
       for (int j = 0; j < kVqEntries; j += 16) {
-        __m512 a = mul_exact(_mm512_load_ps(&b.t[s][0][j]), xs[0]);
-        for (int d = 1; d < kVqDim; ++d) a = _mm512_add_ps(a, mul_exact(_mm512_load_ps(&b.t[s][d][j]), xs[d]));
+        __m512 a = Avx512::mul_exact(_mm512_load_ps(&b.t[s][0][j]), xs[0]);
+        for (int d = 1; d < kVqDim; ++d) a = _mm512_add_ps(a, Avx512::mul_exact(_mm512_load_ps(&b.t[s][d][j]), xs[d]));
         _mm512_store_ps(&f[v][s * kVqEntries + j], a);
         maxv = _mm512_max_ps(maxv, _mm512_abs_ps(a));
       }
@@ -111,7 +111,7 @@ void lut_group(const uint8_t* codes, const uint16_t* scales, int rows, int G, co
                                   _mm512_castsi512_si256(o), _mm512_extracti64x4_epi64(o, 1)};
         for (int p = 0; p < 4; ++p) {
           __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(parts[p]));
-          _mm512_storeu_ps(a + 16 * p, _mm512_add_ps(_mm512_loadu_ps(a + 16 * p), mul_exact(f, sc)));
+          _mm512_storeu_ps(a + 16 * p, _mm512_add_ps(_mm512_loadu_ps(a + 16 * p), Avx512::mul_exact(f, sc)));
         }
       }
     }
