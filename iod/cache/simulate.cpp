@@ -116,16 +116,21 @@ SimResult simulate_belady(const RoutingTrace& trace, const CacheGeometry& geomet
   return r;
 }
 
+// Slots of a sweep's row: `ws` working sets, at least one layer's top_k (what a fetch pins).
+static uint32_t sweep_slots(const RoutingTrace& trace, const CacheGeometry& g, double ws) {
+  require(ws > 0 && ws <= 1e6, "simulate: working-set multiple must be positive");
+  return uint32_t(std::max<double>(trace.top_k, std::llround(ws * g.working_set_slots())));
+}
+
 std::vector<SweepRow> sweep(const RoutingTrace& trace, const std::string& policy_spec,
                             std::span<const double> working_sets, const KeyPrior& prior,
                             std::span<const ExpertKey> prewarm, uint32_t experts_per_layer) {
   CacheGeometry g = trace_geometry(trace, experts_per_layer);
   std::vector<SweepRow> rows;
   for (double ws : working_sets) {
-    require(ws > 0 && ws <= 1e6, "simulate: working-set multiple must be positive");
     SweepRow row;
     row.working_sets = ws;
-    row.slots = uint32_t(std::max<double>(trace.top_k, std::llround(ws * g.working_set_slots())));
+    row.slots = sweep_slots(trace, g, ws);
     auto policy = make_policy(policy_spec, g, prior);
     row.hit_rate = simulate_policy(trace, g, row.slots, *policy, prewarm).hit_rate();
     row.optimal_hit_rate = simulate_belady(trace, g, row.slots, true, prewarm).hit_rate();
@@ -141,10 +146,9 @@ std::vector<CompareRow> compare_policies(const RoutingTrace& trace, const std::v
   CacheGeometry g = trace_geometry(trace, experts_per_layer);
   std::vector<CompareRow> rows;
   for (double ws : working_sets) {
-    require(ws > 0 && ws <= 1e6, "simulate: working-set multiple must be positive");
     CompareRow row;
     row.working_sets = ws;
-    row.slots = uint32_t(std::max<double>(trace.top_k, std::llround(ws * g.working_set_slots())));
+    row.slots = sweep_slots(trace, g, ws);
     for (const std::string& spec : policy_specs) {
       auto policy = make_policy(spec, g, prior);
       row.hit_rate.push_back(simulate_policy(trace, g, row.slots, *policy, prewarm).hit_rate());
