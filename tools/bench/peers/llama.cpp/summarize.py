@@ -25,12 +25,17 @@ def parse(path):
     cfg, test, eng, rep = m.group(1), m.group(2), m.group(3), int(m.group(4))
     r = json.load(open(path))
     x = dict(cfg=cfg, test=test, eng=eng, rep=rep, rc=r["rc"], tps=None,
-             load=r["loadavg_before"].split()[0], peak=r["total_peak"], note="")
+             load=r["loadavg_before"].split()[0], peak=r["total_peak"], note="",
+             others=r.get("other_cpu_s", 0) / max(1e-9, r["wall_s"]))
+    for line in r["stderr"].splitlines():
+        if "File system inputs" in line:  # /usr/bin/time -v: 512-byte blocks
+            x["read_fs"] = int(line.split(":")[1]) * 512
     io_path = path[:-5] + ".io.json"
     if os.path.exists(io_path):
         io = json.load(open(io_path))
         x["read"] = io["disk_read_bytes"]
         x["cg_peak"] = io["cgroup_max_usage"]
+        x["read_all"] = io.get("disk_read_bytes_all", io.get("disk_read_bytes"))
         x["failcnt"] = io["cgroup_failcnt"]
     if r["rc"] != 0:
         x["note"] = f"rc {r['rc']}: " + r["stderr"].strip().splitlines()[-1][:80] if r["stderr"].strip() else f"rc {r['rc']}"
@@ -44,8 +49,10 @@ def parse(path):
         t = j[0]
         x["tps"] = t["avg_ts"]
         x["note"] = f"{t['n_threads']} threads"
+        x["read"] = x.get("read_fs")
     else:
         x["tps"] = j["prefill"]["tok_per_s"] if test == "pp" else j["tok_per_s"]
+        x["read"] = j["prefill"]["bytes_read"] if test == "pp" else j["bytes_read"]
         ex = j["experts"]
         hits = j["prefill"]["expert_hits"] if test == "pp" else j["expert_hits"]
         miss = j["prefill"]["expert_misses"] if test == "pp" else j["expert_misses"]
@@ -73,8 +80,9 @@ def main():
         print(open(lim).read().rstrip())
         print()
     print("| config | test | rep | llama.cpp tok/s | waste resident tok/s | ratio | waste iod tok/s | ratio | "
-          "MB read (llama / iod) | peak MiB cgroup (llama / iod) | load1 before (llama / res / iod) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "MB read (llama: process, time -v; iod: timed part) | cgroup peak MiB (llama / iod) | load1 before (llama / res / iod) | "
+          "cores busy with other work (llama / res / iod) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     med = {}
     for cfg in CONFIGS:
         for test in TESTS:
@@ -102,14 +110,17 @@ def main():
                     return " / ".join("-" if a is None else f"{a / scale:.0f}" for a in v)
 
                 loads = " / ".join(row[e]["load"] if row[e] else "-" for e in ENGINES)
+                others = " / ".join(f"{row[e]['others']:.2f}" if row[e] else "-" for e in ENGINES)
                 print(f"| {cfg} | {TESTS[test]} | {rep} | {tps('llama')} | {tps('resident')} | {ratio('resident')} | "
-                      f"{tps('iod')} | {ratio('iod')} | {pair('read', 1e6)} | {pair('cg_peak', 2**20)} | {loads} |")
+                      f"{tps('iod')} | {ratio('iod')} | {pair('read', 1e6)} | {pair('cg_peak', 2**20)} | {loads} | "
+                      f"{others} |")
     print()
     for (cfg, test, e), v in med.items():
         lt = [by[(cfg, test, 'llama', r)]["tps"] for r in reps if by.get((cfg, test, 'llama', r)) and by[(cfg, test, 'llama', r)]["tps"]]
         et = [by[(cfg, test, e, r)]["tps"] for r in reps if by.get((cfg, test, e, r)) and by[(cfg, test, e, r)]["tps"]]
         print(f"{cfg} {TESTS[test]}: {LABEL[e]} / llama.cpp = {statistics.median(v):.2f}x (median of {len(v)} per-rep "
-              f"ratios, range {min(v):.2f}-{max(v):.2f}); tok/s medians {statistics.median(et):.2f} vs {statistics.median(lt):.2f}")
+              f"ratios, range {min(v):.2f}-{max(v):.2f}); tok/s medians {statistics.median(et):.2f} vs "
+              f"{statistics.median(lt):.2f}; best runs {max(et):.2f} vs {max(lt):.2f} = {max(et) / max(lt):.2f}x")
     print()
     print("this engine's ms per token by phase (median over reps):")
     for cfg in CONFIGS:
