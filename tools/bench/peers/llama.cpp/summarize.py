@@ -33,7 +33,6 @@ def parse(path):
     io_path = path[:-5] + ".io.json"
     if os.path.exists(io_path):
         io = json.load(open(io_path))
-        x["read"] = io["disk_read_bytes"]
         x["cg_peak"] = io["cgroup_max_usage"]
         x["read_all"] = io.get("disk_read_bytes_all", io.get("disk_read_bytes"))
         x["failcnt"] = io["cgroup_failcnt"]
@@ -74,9 +73,8 @@ def main():
         sys.exit(f"summarize.py: no race records in {d}")
     by = {(x["cfg"], x["test"], x["eng"], x["rep"]): x for x in runs}
     reps = sorted({x["rep"] for x in runs})
-    lim = os.path.join(d, "limits.txt")
+    lim = os.path.join(d, "setup.txt")
     if os.path.exists(lim):
-        print("limits:")
         print(open(lim).read().rstrip())
         print()
     print("| config | test | rep | llama.cpp tok/s | waste resident tok/s | ratio | waste iod tok/s | ratio | "
