@@ -125,18 +125,10 @@ static uint32_t sweep_slots(const RoutingTrace& trace, const CacheGeometry& g, d
 std::vector<SweepRow> sweep(const RoutingTrace& trace, const std::string& policy_spec,
                             std::span<const double> working_sets, const KeyPrior& prior,
                             std::span<const ExpertKey> prewarm, uint32_t experts_per_layer) {
-  CacheGeometry g = trace_geometry(trace, experts_per_layer);
+  // A sweep is the comparison of one policy.
   std::vector<SweepRow> rows;
-  for (double ws : working_sets) {
-    SweepRow row;
-    row.working_sets = ws;
-    row.slots = sweep_slots(trace, g, ws);
-    auto policy = make_policy(policy_spec, g, prior);
-    row.hit_rate = simulate_policy(trace, g, row.slots, *policy, prewarm).hit_rate();
-    row.optimal_hit_rate = simulate_belady(trace, g, row.slots, true, prewarm).hit_rate();
-    row.optimal_no_bypass_hit_rate = simulate_belady(trace, g, row.slots, false, prewarm).hit_rate();
-    rows.push_back(row);
-  }
+  for (const CompareRow& c : compare_policies(trace, {policy_spec}, working_sets, prior, prewarm, experts_per_layer))
+    rows.push_back({c.working_sets, c.slots, c.hit_rate.at(0), c.optimal_hit_rate, c.optimal_no_bypass_hit_rate});
   return rows;
 }
 

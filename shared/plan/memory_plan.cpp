@@ -71,9 +71,7 @@ uint64_t prefill_row_bytes(const ModelConfig& c) {
 }
 
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions) {
-  uint64_t widest = std::max<uint64_t>({uint64_t(c.hidden), uint64_t(c.kda_heads) * uint64_t(c.kda_head_dim),
-                                        uint64_t(c.n_heads) * uint64_t(c.kv_lora_rank + c.qk_rope),
-                                        uint64_t(c.dense_intermediate), uint64_t(c.top_k) * uint64_t(c.moe_intermediate)});
+  const uint64_t widest = widest_projection(c);
   uint64_t per_session = uint64_t(c.vocab) * 4 + uint64_t(c.n_heads) * context * 4 + 16 * widest * 4;
   if (c.attn_res_block > 0) per_session += uint64_t(c.n_layers / c.attn_res_block + 2) * uint64_t(c.hidden) * 4;
   return kFixedScratchBytes + kPrefillChunkRows * prefill_row_bytes(c) + per_session * sessions;
