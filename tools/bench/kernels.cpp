@@ -187,9 +187,28 @@ int pages_main(size_t mb) {
 
 }  // namespace
 
+// The MB argument: a whole number in [1, 65536]; anything else ends the run naming it.
+size_t mb_argument(const char* text) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || v < 1 || v > 65536) {
+    std::fprintf(stderr, "waste-bench-kernels: MB of experts must be a whole number in 1..65536, not '%s'\n"
+                 "usage: waste-bench-kernels [MB] | --pages [MB]\n", text);
+    std::exit(2);
+  }
+  return size_t(v);
+}
+
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "--pages") return pages_main(argc > 2 ? size_t(std::atoll(argv[2])) : 512);
-  const size_t mb = argc > 1 ? size_t(std::atoll(argv[1])) : 256;
+  const bool pages = argc > 1 && std::string(argv[1]) == "--pages";
+  const int first = pages ? 2 : 1;
+  if (argc > first + 1) {
+    std::fprintf(stderr, "waste-bench-kernels: unexpected argument '%s'\nusage: waste-bench-kernels [MB] | --pages [MB]\n",
+                 argv[first + 1]);
+    return 2;
+  }
+  if (pages) return pages_main(argc > 2 ? mb_argument(argv[2]) : 512);
+  const size_t mb = argc > 1 ? mb_argument(argv[1]) : 256;
   ThreadPool& pool = ThreadPool::global();
   std::printf("# waste-bench-kernels: %s, %u threads, %zu MB of experts per shape\n", cpu_summary().c_str(), pool.size(), mb);
   struct Shape { const char* name; int H, I; };
