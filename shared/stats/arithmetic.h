@@ -35,11 +35,12 @@ S minus(S later, const S& earlier) {
   return later;
 }
 
-// part/whole of each counter (integer division, as a share of a step's traffic is charged).
+// part/whole of each counter (integer division, as a share of a step's traffic is charged);
+// a whole of 0 (a step with no rows) charges nothing.
 template <class S>
 S share(S s, uint64_t part, uint64_t whole) {
   each(s, [&](const Stat& st, auto& v) {
-    if (st.kind == Kind::Counter) v = v * part / whole;
+    if (st.kind == Kind::Counter) v = whole ? v * part / whole : 0;
   });
   return s;
 }
