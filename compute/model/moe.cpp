@@ -31,6 +31,7 @@ struct ExpertGroups {
   std::vector<size_t> offsets;  // ids.size() + 1 entries
   std::vector<int64_t> rows;
   std::vector<float> weights;
+  std::vector<size_t> count, start;  // group_by_expert's working arrays, one entry per expert
 
   size_t size(size_t i) const { return offsets[i + 1] - offsets[i]; }
 };
@@ -38,6 +39,9 @@ struct ExpertGroups {
 // Per-thread buffers of the routed-expert step, kept between calls (see moe_forward).
 struct MoeScratch {
   std::vector<float> contrib, acc, in, out;
+  std::vector<int> chosen;  // the route's [n, k] experts and weights
+  std::vector<float> weight;
+  ExpertGroups groups;
   std::unique_ptr<RvqExpertBatch> rvq;
   bool situ = false;  // the activation rvq was made for
   float beta = 0, beta_linear = 0;
@@ -56,27 +60,27 @@ struct LayerBatchGuard {
 
 // Step 2. A counting sort by expert id: stable, so each expert's pairs keep the tokens' order.
 // chosen, weight: [n, k].
-ExpertGroups group_by_expert(const int* chosen, const float* weight, int64_t n, int k, int n_experts) {
+// Fills g, reusing its buffers (this runs once per MoE layer per step).
+void group_by_expert(const int* chosen, const float* weight, int64_t n, int k, int n_experts, ExpertGroups& g) {
   const size_t pairs = size_t(n) * size_t(k);
-  std::vector<size_t> count(size_t(n_experts), 0);
-  for (size_t p = 0; p < pairs; ++p) ++count[size_t(chosen[p])];
-  ExpertGroups g;
-  std::vector<size_t> start(static_cast<size_t>(n_experts));  // where expert e's pairs begin in rows
-  g.offsets.push_back(0);
+  g.count.assign(size_t(n_experts), 0);
+  for (size_t p = 0; p < pairs; ++p) ++g.count[size_t(chosen[p])];
+  g.ids.clear();
+  g.offsets.assign(1, 0);
+  g.start.resize(size_t(n_experts));  // where expert e's pairs begin in rows
   for (int e = 0; e < n_experts; ++e) {
-    start[size_t(e)] = g.offsets.back();
-    if (count[size_t(e)] == 0) continue;
+    g.start[size_t(e)] = g.offsets.back();
+    if (g.count[size_t(e)] == 0) continue;
     g.ids.push_back(e);
-    g.offsets.push_back(g.offsets.back() + count[size_t(e)]);
+    g.offsets.push_back(g.offsets.back() + g.count[size_t(e)]);
   }
   g.rows.resize(pairs);
   g.weights.resize(pairs);
   for (size_t p = 0; p < pairs; ++p) {
-    const size_t at = start[size_t(chosen[p])]++;
+    const size_t at = g.start[size_t(chosen[p])]++;
     g.rows[at] = int64_t(p / size_t(k));
     g.weights[at] = weight[p];
   }
-  return g;
 }
 
 // The VQ3R kernels' batch over this step's rows z [n, Z]: each row's lookup tables are built
@@ -170,10 +174,15 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
   PhaseClock clock(prof);
   const int D = c.hidden, k = c.top_k;
 
+  // The buffers are reused call after call (per thread: moe_forward may run on several threads):
+  // allocating them per layer made the allocator return and re-fault hundreds of KiB per row
+  // (contrib and the RVQ lookup tables), which at 8 rows cost more than the experts.
+  thread_local MoeScratch ws;
+
   // 1. Route: each token's top_k experts and their weights.
-  std::vector<int> chosen(size_t(n) * k);
-  std::vector<float> weight(size_t(n) * k);
-  route(RouterParams::of(c), w.router, x, n, chosen.data(), weight.data());
+  ws.chosen.resize(size_t(n) * k);
+  ws.weight.resize(size_t(n) * k);
+  route(RouterParams::of(c), w.router, x, n, ws.chosen.data(), ws.weight.data());
   clock.lap(&PhaseTimes::router, layer);
 
   // Routed experts read z: x itself, or its latent projection (K3, MODELS.md A.5).
@@ -189,15 +198,12 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
 
   // 2. Group the rows by expert: the union of the batch's experts is fetched once and each
   // expert runs on all of its rows at once.
-  const ExpertGroups groups = group_by_expert(chosen.data(), weight.data(), n, k, c.n_experts);
+  group_by_expert(ws.chosen.data(), ws.weight.data(), n, k, c.n_experts, ws.groups);
+  const ExpertGroups& groups = ws.groups;
   if (routed) *routed = groups.ids;
   clock.lap(&PhaseTimes::mlp, layer);
 
   // 3. Apply each expert as it arrives; 4. sum in expert order.
-  // The buffers are reused call after call (per thread: moe_forward may run on several threads):
-  // allocating them per layer made the allocator return and re-fault hundreds of KiB per row
-  // (contrib and the RVQ lookup tables), which at 8 rows cost more than the experts.
-  thread_local MoeScratch ws;
   apply_experts(c, layer, experts, groups, z, n, Z, ws, clock, faults);
   std::vector<float>& acc = ws.acc;
   sum_in_expert_order(groups, ws.contrib, n, Z, acc);
