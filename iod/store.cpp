@@ -99,8 +99,8 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
   if (ipc::shm_huge_pages_enabled(huge))
     spdlog::info("iod: /dev/shm huge pages: {} (the cache can sit on 2 MiB pages)", huge);
   else if (huge != "unknown")
-    spdlog::warn("iod: /dev/shm has no huge pages (huge={}): the expert kernels read cached records up to 2x "
-                 "slower than from huge pages; as root: {}",
+    spdlog::warn("iod: /dev/shm has no huge pages (huge={}): cached records sit on 4 KiB pages (README, "
+                 "\"Huge pages for the expert cache\"); as root: {}",
                  huge, ipc::shm_huge_pages_hint());
   slot_info_.assign(o.slots, {});
   layer_counters_.assign(geometry_.moe_layer_count(), {});
