@@ -5,6 +5,7 @@
 #pragma once
 #include <kj/async.h>
 #include <kj/exception.h>
+#include <kj/time.h>
 #include <kj/timer.h>
 
 #include <cstdint>
@@ -23,10 +24,17 @@ constexpr const char* kNoAnswer = "no answer within ";
 // `promise`, or after timeout_ms (<= 0: no deadline) a DISCONNECTED kj exception saying how
 // long it waited (the call is cancelled: the promise is dropped). To the caller, a peer that
 // stopped answering is as good as gone.
+// The deadline counts from `clock`'s now, never from timer.now(): a kj timer's time is the time
+// of the event loop's last turn, and a client that computed or slept outside the loop for longer
+// than timeout_ms (a compute thread between two RPCs, a chat client between turns) would
+// otherwise send its call with a deadline already past, and report "no answer" from a peer that
+// answers in microseconds (the K3 benchmark's "stats: no answer within 10000 ms", 2026-12-04).
 template <typename T>
-kj::Promise<T> within(kj::Promise<T>&& promise, kj::Timer& timer, int64_t timeout_ms) {
+kj::Promise<T> within(kj::Promise<T>&& promise, kj::Timer& timer, int64_t timeout_ms,
+                      const kj::MonotonicClock& clock = kj::systemPreciseMonotonicClock()) {
   if (timeout_ms <= 0) return kj::mv(promise);
-  return promise.exclusiveJoin(timer.afterDelay(timeout_ms * kj::MILLISECONDS).then([timeout_ms]() -> kj::Promise<T> {
+  const kj::TimePoint deadline = clock.now() + timeout_ms * kj::MILLISECONDS;
+  return promise.exclusiveJoin(timer.atTime(deadline).then([timeout_ms]() -> kj::Promise<T> {
     return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
                          kj::str(kNoAnswer, timeout_ms, " ms (stopped or wedged?)"));
   }));

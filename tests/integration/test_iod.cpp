@@ -459,6 +459,21 @@ TEST_CASE("iod: fire-and-forget hints reach iod before the next fetch; a failing
   CHECK_EQ(iod.stop(), 0);
 }
 
+TEST_CASE("iod: a client that stayed out of its event loop longer than its call deadline still gets answers") {
+  // A compute thread computes between two RPCs without turning the client's event loop; the
+  // next call's deadline must count from then, not from the loop's last turn (which would put
+  // it in the past, and a daemon answering in microseconds would be reported as not answering).
+  TinyIod t(16);
+  ipc::ExpertStoreClient client(t.iod.socket_path(), t.c.container_id(), ipc::kDefaultHintCapacity, 300);
+  CHECK(client.stats().contains("hits"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // the busy compute, not a synchronisation
+  CHECK(client.stats().contains("hits"));
+  std::vector<uint32_t> ex = {3};
+  auto hs = client.fetch(t.l0, ex);
+  check_records(t.c, client, t.l0, ex, hs);
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
 TEST_CASE("iod: one-way calls beyond the bound are dropped and counted while iod does not answer") {
   TinyIod t(16);
   const uint32_t l0 = t.l0;

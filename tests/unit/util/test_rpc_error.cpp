@@ -128,3 +128,47 @@ TEST_CASE("rpc_call: a wait past its deadline is Unavailable and unanswered; not
   // Any exception that is not an Error is not unanswered either.
   CHECK_FALSE(unanswered(std::runtime_error(std::string(ipc::kNoAnswer) + "1 ms")));
 }
+
+namespace {
+
+// A monotonic clock the test sets by hand.
+struct ManualClock final : kj::MonotonicClock {
+  kj::TimePoint t;
+  explicit ManualClock(kj::TimePoint start) : t(start) {}
+  kj::TimePoint now() const override { return t; }
+};
+
+}  // namespace
+
+TEST_CASE("within: the deadline counts from the clock's now, not from the event loop's last turn") {
+  // A timer whose time stopped at the loop's last turn (origin), while the real clock went on
+  // by 20 s: a caller that computed outside the loop for 20 s then sends a call with 10 s to
+  // answer. Its deadline is 30 s, so at 25 s the call still waits and its answer counts.
+  kj::EventLoop loop;
+  kj::WaitScope ws(loop);
+  const kj::TimePoint origin = kj::origin<kj::TimePoint>();
+  kj::TimerImpl timer(origin);
+  ManualClock clock(origin + 20 * kj::SECONDS);
+  {
+    auto paf = kj::newPromiseAndFulfiller<int>();
+    auto answer = ipc::within(kj::mv(paf.promise), timer, 10'000, clock);
+    timer.advanceTo(origin + 25 * kj::SECONDS);
+    CHECK_FALSE(answer.poll(ws));  // before the deadline: not timed out
+    paf.fulfiller->fulfill(7);
+    CHECK(answer.wait(ws) == 7);
+  }
+  {
+    // And past the deadline (30 s) an unanswered call ends with the "no answer" error.
+    auto paf = kj::newPromiseAndFulfiller<int>();
+    auto answer = ipc::within(kj::mv(paf.promise), timer, 10'000, clock);
+    timer.advanceTo(origin + 31 * kj::SECONDS);
+    REQUIRE(answer.poll(ws));
+    try {
+      answer.wait(ws);
+      FAIL("no throw");
+    } catch (const kj::Exception& e) {
+      CHECK(e.getType() == kj::Exception::Type::DISCONNECTED);
+      CHECK(std::string(e.getDescription().cStr()).rfind(ipc::kNoAnswer, 0) == 0);
+    }
+  }
+}
