@@ -1,5 +1,6 @@
 // Routed experts from a running iod (DESIGN.md 2, 6): per MoE layer one `fetch` of all the
-// layer's experts (the previous layer's pins released on the same call), then each expert is
+// layer's experts (the previous layer's pins released on the same call; sent by fetch_layer,
+// its answer taken by the first next_ready, so the caller computes meanwhile), then each expert is
 // handed to the model as soon as its slot turns READY, in completion order, as a view straight
 // into the read-only shared segment (no copy). Lookahead hints go out as `prefetch`, without
 // waiting for the reply (ExpertStoreClient::prefetch_async: at most kDefaultHintCapacity
@@ -62,6 +63,9 @@ class IodExperts : public ExpertSource {
   ExpertView view_of(int layer, int expert, ipc::SlotHandle h);
   // Fetches the next `count` experts of the layer into the window.
   void refill(size_t count);
+  // The same in two halves: sends the fetch; takes its answer (no-op when none is pending).
+  void start_refill(size_t count);
+  void finish_refill();
   std::vector<ipc::SlotHandle> fetch_retrying(uint32_t layer, std::span<const uint32_t> ids);
   // Waits for the slot to leave LOADING; nullptr when it turned FAILED.
   const uint8_t* wait_alive(ipc::SlotHandle h);
@@ -83,6 +87,7 @@ class IodExperts : public ExpertSource {
   std::vector<int> experts_;
   size_t next_fetch_ = 0;   // experts_[0, next_fetch_) were fetched
   size_t window_cap_ = 1;   // slots the layer may pin at once
+  size_t pending_count_ = 0;  // experts_[next_fetch_, + pending_count_) sent by start_refill, unanswered
   struct Fetched {
     size_t index;  // into experts_
     ipc::SlotHandle handle;

@@ -39,6 +39,7 @@ struct ExpertGroups {
 // Per-thread buffers of the routed-expert step, kept between calls (see moe_forward).
 struct MoeScratch {
   std::vector<float> contrib, acc, in, out;
+  std::vector<float> z_latent, shared_out;  // the routed experts' input (K3), the shared expert's output
   std::vector<int> chosen;  // the route's [n, k] experts and weights
   std::vector<float> weight;
   ExpertGroups groups;
@@ -105,15 +106,14 @@ void check_expert_shape(const ModelConfig& c, int layer, int expert, const Exper
                 std::to_string(Z) + " x " + std::to_string(c.moe_intermediate));
 }
 
-// Step 3. Each expert as it arrives (completion order through iod): its pairs' outputs, each
+// Step 4. Each expert as it arrives (completion order through iod; the batch was asked for with
+// fetch_layer in step 3): its pairs' outputs, each
 // times its weight, into its own rows of ws.contrib [pairs, Z]. Which order they arrive in
 // never shows: step 4 sums them in expert order.
 void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const ExpertGroups& g, const float* z,
                    int64_t n, int Z, MoeScratch& ws, PhaseClock& clock, std::vector<RowFault>* faults) {
   ws.contrib.resize(g.rows.size() * size_t(Z));  // every row is overwritten below
   RvqExpertBatch* rvq = nullptr;                  // made on the first VQ3R expert
-  LayerBatchGuard guard{experts};
-  experts.fetch_layer(layer, g.ids);
   for (;;) {
     ExpertView v;
     int i;
@@ -155,7 +155,7 @@ void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const
   }
 }
 
-// Step 4. acc [n, Z] = each row's weighted expert outputs, added in ascending expert order: a
+// Step 5. acc [n, Z] = each row's weighted expert outputs, added in ascending expert order: a
 // fixed order, so the floating-point sum is the same whatever order the experts arrived in.
 void sum_in_expert_order(const ExpertGroups& g, const std::vector<float>& contrib, int64_t n, int Z,
                          std::vector<float>& acc) {
@@ -185,17 +185,6 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
   route(RouterParams::of(c), w.router, x, n, ws.chosen.data(), ws.weight.data());
   clock.lap(&PhaseTimes::router, layer);
 
-  // Routed experts read z: x itself, or its latent projection (K3, MODELS.md A.5).
-  const bool latent = w.latent_down.rows > 0;
-  const int Z = latent ? int(w.latent_down.rows) : D;
-  std::vector<float> z_latent;
-  const float* z = x;
-  if (latent) {
-    z_latent.resize(size_t(n) * Z);
-    matmul(w.latent_down, x, n, z_latent.data());
-    z = z_latent.data();
-  }
-
   // 2. Group the rows by expert: the union of the batch's experts is fetched once and each
   // expert runs on all of its rows at once.
   group_by_expert(ws.chosen.data(), ws.weight.data(), n, k, c.n_experts, ws.groups);
@@ -203,9 +192,33 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
   if (routed) *routed = groups.ids;
   clock.lap(&PhaseTimes::mlp, layer);
 
-  // 3. Apply each expert as it arrives; 4. sum in expert order.
-  apply_experts(c, layer, experts, groups, z, n, Z, ws, clock, faults);
   std::vector<float>& acc = ws.acc;
+  const bool latent = w.latent_down.rows > 0;
+  const int Z = latent ? int(w.latent_down.rows) : D;
+  const bool shared = w.shared.gate.rows > 0;
+  {
+    // 3. Ask for the batch's experts first: iod answers the fetch (and reads what is missing)
+    // while the latent projection and the shared expert below run.
+    LayerBatchGuard guard{experts};
+    experts.fetch_layer(layer, groups.ids);
+
+    // Routed experts read z: x itself, or its latent projection (K3, MODELS.md A.5).
+    const float* z = x;
+    if (latent) {
+      ws.z_latent.resize(size_t(n) * Z);
+      matmul(w.latent_down, x, n, ws.z_latent.data());
+      z = ws.z_latent.data();
+    }
+    // The shared expert sees the same x, unweighted; it is added after the routed sum.
+    if (shared) {
+      ws.shared_out.resize(size_t(n) * D);
+      mlp_forward(c, w.shared, x, n, ws.shared_out.data());
+    }
+    clock.lap(&PhaseTimes::mlp, layer);
+
+    // 4. Apply each expert as it arrives; 5. sum in expert order.
+    apply_experts(c, layer, experts, groups, z, n, Z, ws, clock, faults);
+  }
   sum_in_expert_order(groups, ws.contrib, n, Z, acc);
 
   if (latent) {
@@ -217,12 +230,8 @@ void moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, ExpertSou
     std::copy(acc.begin(), acc.end(), y);
   }
 
-  // The shared expert sees the same x, unweighted, added after the routed sum.
-  if (w.shared.gate.rows > 0) {
-    std::vector<float> s(size_t(n) * D);
-    mlp_forward(c, w.shared, x, n, s.data());
-    for (size_t i = 0; i < s.size(); ++i) y[i] += s[i];
-  }
+  if (shared)
+    for (size_t i = 0; i < size_t(n) * size_t(D); ++i) y[i] += ws.shared_out[i];
   clock.lap(&PhaseTimes::mlp, layer);
 }
 

@@ -36,6 +36,10 @@ struct ExpertStoreClient::Impl {
   // Sized once at construction (hint_capacity); declared after rpc and store so that pending
   // hints are destroyed (cancelled) while the connection still exists.
   std::vector<Hint> hints;
+  // The fetch sent by fetch_start, not yet answered (declared after rpc: cancelled first).
+  kj::Maybe<kj::Promise<capnp::Response<proto::ExpertStore::FetchResults>>> pending_fetch;
+  uint32_t pending_layer = 0;
+  size_t pending_count = 0;
   Impl(const std::string& path, uint32_t hint_capacity, int64_t timeout_ms)
       : socket_path(path),
         call_timeout_ms(timeout_ms),
@@ -176,19 +180,50 @@ ExpertStoreClient::~ExpertStoreClient() = default;
 
 std::vector<SlotHandle> ExpertStoreClient::fetch(uint32_t layer, std::span<const uint32_t> experts,
                                                  std::span<const SlotHandle> releases) {
-  return call(impl_->socket_path, "fetch", [&] {
+  fetch_start(layer, experts, releases);
+  return fetch_finish();
+}
+
+void ExpertStoreClient::fetch_start(uint32_t layer, std::span<const uint32_t> experts,
+                                    std::span<const SlotHandle> releases) {
+  call(impl_->socket_path, "fetch", [&] {
+    require(impl_->pending_fetch == nullptr, "iod " + impl_->socket_path + ": fetch of layer " +
+                                                 std::to_string(layer) + " while the fetch of layer " +
+                                                 std::to_string(impl_->pending_layer) + " is unanswered");
     auto req = impl_->store.fetchRequest();
     req.setLayer(layer);
     auto ex = req.initExperts(uint32_t(experts.size()));
     for (size_t i = 0; i < experts.size(); ++i) ex.set(uint32_t(i), experts[i]);
     fill_handles(req.initReleases(uint32_t(releases.size())), releases);
-    auto resp = impl_->wait(req.send());
+    impl_->pending_fetch = req.send().eagerlyEvaluate(nullptr);
+    impl_->pending_layer = layer;
+    impl_->pending_count = experts.size();
+    // Cap'n Proto writes the call when the event loop turns: turn it now (without blocking),
+    // so iod works on it while the caller computes.
+    impl_->rpc.getWaitScope().poll();
+    return 0;
+  });
+}
+
+bool ExpertStoreClient::fetch_pending() const { return impl_->pending_fetch != nullptr; }
+
+std::vector<SlotHandle> ExpertStoreClient::fetch_finish() {
+  return call(impl_->socket_path, "fetch", [&] {
+    kj::Promise<capnp::Response<proto::ExpertStore::FetchResults>> p = nullptr;
+    KJ_IF_MAYBE (pending, impl_->pending_fetch) {
+      p = kj::mv(*pending);
+    } else {
+      throw Error("iod " + impl_->socket_path + ": fetch_finish without a fetch_start");
+    }
+    impl_->pending_fetch = nullptr;
+    const uint32_t layer = impl_->pending_layer;
+    const size_t count = impl_->pending_count;
+    auto resp = impl_->wait(kj::mv(p));
     // Callers pair handles[i] with experts[i]: a reply of another length is a protocol error.
     auto handles = resp.getHandles();
-    require(handles.size() == experts.size(), "iod " + impl_->socket_path + ": fetch of " +
-                                                  std::to_string(experts.size()) + " experts of layer " +
-                                                  std::to_string(layer) + " returned " +
-                                                  std::to_string(handles.size()) + " handles");
+    require(handles.size() == count, "iod " + impl_->socket_path + ": fetch of " + std::to_string(count) +
+                                         " experts of layer " + std::to_string(layer) + " returned " +
+                                         std::to_string(handles.size()) + " handles");
     std::vector<SlotHandle> out;
     out.reserve(handles.size());
     for (auto h : handles) out.push_back({h.getSlot(), h.getGeneration()});

@@ -69,6 +69,14 @@ class ExpertStoreClient {
   // the daemon); `releases` are unpinned first (piggy-backed on the same call).
   std::vector<SlotHandle> fetch(uint32_t layer, std::span<const uint32_t> experts,
                                 std::span<const SlotHandle> releases = {});
+  // The same call in two halves, so the caller computes while iod answers: fetch_start sends
+  // it (it is on the wire when this returns) and fetch_finish waits for its answer (within
+  // call_timeout_ms from then) and returns what fetch would. One fetch at a time: a second
+  // fetch_start (or fetch) before fetch_finish throws. The releases are iod's once sent; an
+  // Overloaded answer leaves the experts unpinned, as with fetch.
+  void fetch_start(uint32_t layer, std::span<const uint32_t> experts, std::span<const SlotHandle> releases = {});
+  std::vector<SlotHandle> fetch_finish();
+  bool fetch_pending() const;
   // A hint (best first); waits for the reply and returns how many reads it started.
   uint32_t prefetch(uint32_t layer, std::span<const uint32_t> experts);
   // The same hint, fire-and-forget: sends it and returns without waiting for the reply (the

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "compute/experts/iod_experts.h"
 #include "iod/cache/usage_file.h"
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
@@ -471,6 +472,49 @@ TEST_CASE("iod: a client that stayed out of its event loop longer than its call 
   std::vector<uint32_t> ex = {3};
   auto hs = client.fetch(t.l0, ex);
   check_records(t.c, client, t.l0, ex, hs);
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
+TEST_CASE("IodExperts: a layer's fetch is sent by fetch_layer and answered by the first next_ready") {
+  TinyIod t(16);
+  IodExperts src(t.c, t.iod.socket_path());
+  const std::vector<int> want = {1, 4, 6, 9};
+  src.fetch_layer(int(t.l0), want);
+  CHECK(src.client().fetch_pending());  // sent, its answer not taken: the caller computes meanwhile
+  std::vector<int> got;
+  ExpertView v;
+  for (int i; (i = src.next_ready(v)) >= 0;) {
+    CHECK_FALSE(src.client().fetch_pending());
+    got.push_back(want[size_t(i)]);
+  }
+  std::sort(got.begin(), got.end());
+  CHECK(got == want);
+  src.end_layer();
+  // A second fetch_start while one is unanswered is refused, naming the layer.
+  ipc::ExpertStoreClient& client = src.client();
+  const std::vector<uint32_t> ids = {2};
+  client.fetch_start(t.l0, ids);
+  CHECK_THROWS_WITH_AS(client.fetch_start(t.l0, ids), doctest::Contains("is unanswered"), Error);
+  auto hs = client.fetch_finish();
+  check_records(t.c, client, t.l0, ids, hs);
+  client.release(hs);
+  CHECK_THROWS_WITH_AS(client.fetch_finish(), doctest::Contains("without a fetch_start"), Error);
+}
+
+TEST_CASE("IodExperts: a layer ended before its first next_ready gives back the pins of its fetch") {
+  // Every slot of a 4-slot cache pinned by a fetch whose answer was never taken (the layer failed
+  // between fetch_layer and next_ready): end_layer takes the answer and releases them, or another
+  // client's fetch of 4 other experts would wait for ever (here: beyond its 3 s deadline).
+  TinyIod t(4);
+  {
+    IodExperts src(t.c, t.iod.socket_path());
+    src.fetch_layer(int(t.l0), std::vector<int>{0, 1, 2, 3});
+    src.end_layer();
+    ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id(), ipc::kDefaultHintCapacity, 3000);
+    const std::vector<uint32_t> ex = {4, 5, 6, 7};
+    auto hs = other.fetch(t.l0, ex);
+    check_records(t.c, other, t.l0, ex, hs);
+  }
   CHECK_EQ(t.iod.stop(), 0);
 }
 
