@@ -46,7 +46,7 @@ uint64_t checkpoint_identity(const Checkpoint& ck) {
 std::string options_fingerprint(const ConvertOptions& o, const Checkpoint& ck) {
   const RvqOptions& r = o.rvq;
   return std::string("waste convert --experts ") + format_name(o.expert_format) + " --trunk " +
-         trunk_choice_name(o.trunk) + " --vision " + vision_choice_name(o.vision) + " rvq effort=" +
+         trunk_choice_name(o.trunk) + (o.head ? std::string(" --head ") + format_name(*o.head) : std::string()) + " --vision " + vision_choice_name(o.vision) + " rvq effort=" +
          std::to_string(int(r.effort)) + " beam=" + std::to_string(r.beam_width) + " refine=" + std::to_string(r.refine_passes) + " kmeans=" +
          std::to_string(r.kmeans_iters) + " train_refine=" + std::to_string(r.train_refine_passes) + " train_vectors=" +
          std::to_string(r.max_train_vectors) + " seed=" + std::to_string(r.seed) + " scale=" +
@@ -186,7 +186,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   Checkpoint ck = Checkpoint::open(o.hf_dir);
   const ModelConfig& c = ck.config();
   // Check everything before writing anything.
-  std::vector<TrunkItem> plan = plan_trunk(ck, o.trunk);
+  std::vector<TrunkItem> plan = plan_trunk(ck, o.trunk, o.head);
   const VisionPlan vision = plan_vision(ck, o.vision);
   // The tower follows the text model in trunk.bin, so the text tensors sit where they would
   // without it.

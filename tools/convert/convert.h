@@ -4,6 +4,7 @@
 // or per worker one expert (plus, for VQ3R, one layer's training sample), at a time.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct ConvertOptions {
   std::string hf_dir, out;
   TensorFormat expert_format = TensorFormat::VQ3R;  // vq3r, f32 or bf16
   TrunkChoice trunk = TrunkChoice::Q4G;
+  std::optional<TensorFormat> head;  // --head; nullopt: q8g with a quantized trunk (trunk_storage.h)
   VisionChoice vision = VisionChoice::Q8G;  // K3's vision tower and projector (vision_plan.h)
   unsigned threads = 0;  // 0: ThreadPool::global()
   bool progress = true;

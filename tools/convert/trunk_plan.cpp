@@ -36,26 +36,25 @@ const char* trunk_choice_name(TrunkChoice t) {
   return "?";
 }
 
-TensorFormat trunk_format_for(TensorRole role, const std::vector<uint64_t>& shape, TrunkChoice choice) {
-  // Routing decisions and small vectors are sensitive and cheap: never quantized.
-  if (role == TensorRole::Router || role == TensorRole::Vector) return TensorFormat::F32;
-  TensorFormat f = TensorFormat::F32;
+TensorFormat trunk_format_for(TensorRole role, const std::vector<uint64_t>& shape, TrunkChoice choice,
+                              std::optional<TensorFormat> head) {
+  TrunkStorage storage;
   switch (choice) {
-    case TrunkChoice::F32: return TensorFormat::F32;
-    case TrunkChoice::BF16: return TensorFormat::BF16;
-    case TrunkChoice::Q8G: f = TensorFormat::Q8G; break;
-    // The embedding and head see every token and dominate quality at 4 bits: keep them at 8.
-    case TrunkChoice::Q4G:
-      f = (role == TensorRole::Embedding || role == TensorRole::Head) ? TensorFormat::Q8G : TensorFormat::Q4G;
-      break;
+    case TrunkChoice::Q4G: storage.matrices = TensorFormat::Q4G; break;
+    case TrunkChoice::Q8G: storage.matrices = TensorFormat::Q8G; break;
+    case TrunkChoice::BF16: storage.matrices = TensorFormat::BF16; break;
+    case TrunkChoice::F32: storage.matrices = TensorFormat::F32; break;
   }
+  storage.head = head;
   uint64_t cols = 1;
   for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
-  if (shape.size() < 2 || cols % kTrunkGroup != 0) return TensorFormat::BF16;
+  const TensorFormat f = trunk_storage_format(role, cols, storage);
+  // A one-dimensional "matrix" has no rows to group: bf16 like any shape the group does not fit.
+  if (shape.size() < 2 && (f == TensorFormat::Q4G || f == TensorFormat::Q8G)) return TensorFormat::BF16;
   return f;
 }
 
-std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice) {
+std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice, std::optional<TensorFormat> head) {
   const ModelConfig& c = ck.config();
   std::vector<TrunkItem> out;
   for (const TensorSpec& spec : trunk_tensor_specs(c)) {
@@ -80,7 +79,7 @@ std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice) {
     const bool ok = spec.padded ? (item.shape.size() == 1 && item.shape[0] >= spec.min_len) : item.shape == spec.shape;
     require(ok, ck.dir() + ": tensor '" + full + "' has shape " + shape_text(item.shape) + ", the config needs " +
                     shape_text(spec.shape));
-    item.format = trunk_format_for(spec.role, item.shape, choice);
+    item.format = trunk_format_for(spec.role, item.shape, choice, head);
     item.group = (item.format == TensorFormat::Q4G || item.format == TensorFormat::Q8G) ? kTrunkGroup : 0;
     out.push_back(std::move(item));
   }

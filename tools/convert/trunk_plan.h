@@ -3,12 +3,14 @@
 // checkpoint missing a tensor (or holding one of the wrong shape) is refused up front.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "shared/container/format.h"
 #include "shared/hf/checkpoint.h"
 #include "shared/model/tensors.h"
+#include "shared/model/trunk_storage.h"
 
 namespace waste {
 
@@ -16,8 +18,6 @@ namespace waste {
 enum class TrunkChoice { Q4G, Q8G, BF16, F32 };
 TrunkChoice trunk_choice_from_name(const std::string& name);
 const char* trunk_choice_name(TrunkChoice t);
-
-constexpr uint32_t kTrunkGroup = 32;
 
 struct TrunkItem {
   TensorSpec spec;                // release name without prefix, shape from the config
@@ -28,13 +28,15 @@ struct TrunkItem {
   uint32_t group = 0;
 };
 
-// The format of a tensor with this role and shape under a trunk choice: router and vectors
-// always f32; q8g/q4g fall back to bf16 when the columns are not a multiple of the group.
-TensorFormat trunk_format_for(TensorRole role, const std::vector<uint64_t>& shape, TrunkChoice choice);
+// The format of a tensor with this role and shape under a trunk choice and an optional head
+// format (--head): shared/model/trunk_storage.h's rule.
+TensorFormat trunk_format_for(TensorRole role, const std::vector<uint64_t>& shape, TrunkChoice choice,
+                              std::optional<TensorFormat> head = std::nullopt);
 
 // Every trunk tensor, in trunk_tensor_specs order. Throws Error naming the checkpoint
 // directory and tensor when one is missing or has the wrong shape.
-std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice);
+std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice,
+                                  std::optional<TensorFormat> head = std::nullopt);
 
 // Checks every routed expert's gate/up/down exists with shape [I, H], [I, H], [H, I]
 // (H = expert_hidden). Throws Error naming the first bad tensor.

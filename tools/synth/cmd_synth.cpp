@@ -3,6 +3,7 @@
 
 #include "shared/container/reader.h"
 #include "shared/util/progress.h"
+#include "shared/model/trunk_storage.h"
 #include "tools/synth/synth.h"
 #include "tools/waste/commands.h"
 
@@ -14,6 +15,7 @@ void register_synth_command(CLI::App& app) {
   auto expert_format = std::make_shared<std::string>("vq3r");
   auto trunk_format = std::make_shared<std::string>("q4g");
   auto vision = std::make_shared<std::string>("q8g");
+  auto head = std::make_shared<std::string>();
   std::string presets;
   for (const auto& n : preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd->add_option("--preset", o->preset, "Model shape: " + presets)->required();
@@ -25,14 +27,18 @@ void register_synth_command(CLI::App& app) {
   cmd->add_option("--vocab", o->overrides.vocab, "Override vocab_size");
   cmd->add_option("--experts-format", *expert_format, "Expert records: vq3r (default), f32 or bf16");
   cmd->add_option("--trunk", *trunk_format, "Trunk matrices: q4g (default), q8g, bf16 or f32");
+  cmd->add_option("--head", *head,
+                  "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g, bf16 "
+                  "or f32 (as waste convert --head)");
   cmd->add_option("--vision", *vision,
                   "K3 presets' vision tower: q8g (default), bf16, f32 or none (as waste convert --vision; norms "
                   "and the position grid always f32)");
   cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");
   cmd->add_flag("!--no-progress", o->progress, "No progress bar");
-  cmd->callback([o, expert_format, trunk_format, vision] {
+  cmd->callback([o, expert_format, trunk_format, head, vision] {
     o->expert_format = format_from_name(*expert_format);
     o->trunk_format = format_from_name(*trunk_format);
+    if (!head->empty()) o->head = head_format_from_name(*head);
     o->vision = vision_choice_from_name(*vision);
     synthesize(*o);
     Container c = Container::open(o->out);

@@ -7,6 +7,7 @@
 
 #include "shared/container/writer.h"
 #include "shared/model/tensors.h"
+#include "shared/model/trunk_storage.h"
 #include "shared/util/error.h"
 #include "shared/util/half.h"
 #include "shared/util/progress.h"
@@ -36,23 +37,16 @@ double vector_value(const std::string& name, Rng& rng) {
   return 0.02 * rng.normal();
 }
 
-constexpr uint32_t kGroup = 32;
+constexpr uint32_t kGroup = kTrunkGroup;
 
-// How synth stores a trunk tensor: vectors and routers f32; embedding and head q8g when the
-// trunk is quantised; matrices in the trunk format (bf16 when cols do not fit the group).
-TensorFormat stored_format(const TensorSpec& spec, TensorFormat trunk_format) {
-  if (spec.role == TensorRole::Vector || spec.role == TensorRole::Router) return TensorFormat::F32;
-  const uint64_t cols = spec.elements() / spec.shape[0];
-  TensorFormat f = trunk_format;
-  const bool quantized = f == TensorFormat::Q4G || f == TensorFormat::Q8G;
-  if (quantized && (spec.role == TensorRole::Embedding || spec.role == TensorRole::Head)) f = TensorFormat::Q8G;
-  if (quantized && cols % kGroup != 0) f = TensorFormat::BF16;
-  return f;
+// How synth stores a trunk tensor: the converter's rule (shared/model/trunk_storage.h).
+TensorFormat stored_format(const TensorSpec& spec, const SynthOptions& o) {
+  return trunk_storage_format(spec.role, spec.elements() / spec.shape[0], TrunkStorage{o.trunk_format, o.head});
 }
 
-uint64_t stored_bytes(const TensorSpec& spec, TensorFormat trunk_format) {
+uint64_t stored_bytes(const TensorSpec& spec, const SynthOptions& o) {
   const uint64_t rows = spec.shape.size() == 1 ? 1 : spec.shape[0];
-  return trunk_tensor_bytes(stored_format(spec, trunk_format), rows, spec.elements() / rows, kGroup).total;
+  return trunk_tensor_bytes(stored_format(spec, o), rows, spec.elements() / rows, kGroup).total;
 }
 
 // The text model's tensors, then (when `vision` is given) the vision tower's, in one trunk.
@@ -64,7 +58,7 @@ void write_trunk(ContainerWriter& w, const SynthOptions& o, const VisionConfig* 
     const uint64_t n = spec.elements();
     const uint64_t rows = spec.shape[0];
     const uint64_t cols = n / rows;
-    const TensorFormat f = stored_format(spec, o.trunk_format);
+    const TensorFormat f = stored_format(spec, o);
     if (f == TensorFormat::F32 && (spec.role == TensorRole::Vector || spec.role == TensorRole::Router)) {
       std::vector<float> v(n);
       double router_std = 1.0 / std::sqrt(double(cols));
@@ -154,7 +148,7 @@ void synthesize(const SynthOptions& o) {
   const auto moe_layers = c.moe_layers();
   RecordLayout layout = record_layout(o.expert_format, uint32_t(c.expert_hidden()), uint32_t(c.moe_intermediate));
   uint64_t trunk_total = 0;
-  for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, o.trunk_format);
+  for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, o);
   if (vision) trunk_total += synth_vision_bytes(*vision, o.vision);
   const uint64_t expert_total = uint64_t(moe_layers.size()) * uint64_t(c.n_experts) * layout.stride;
 

@@ -3,6 +3,7 @@
 // straight to disk; nothing is encoded).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "shared/container/format.h"
@@ -19,6 +20,7 @@ struct SynthOptions {
   // Trunk matrices; embedding and head are q8g unless the trunk is f32/bf16; vectors and
   // routers are always f32.
   TensorFormat trunk_format = TensorFormat::Q4G;
+  std::optional<TensorFormat> head;  // --head; nullopt: the rule's default (shared/model/trunk_storage.h)
   // The K3 presets' vision tower (stored as `waste convert --vision` stores it); ignored by
   // presets without a vision_config. None leaves the tower out.
   VisionChoice vision = VisionChoice::Q8G;

@@ -386,3 +386,36 @@ TEST_CASE("huge or NaN expert weights are refused naming the tensor, layer, expe
                   nan);
   }
 }
+
+TEST_CASE("--head stores the output head apart from the trunk; the default keeps it at q8g") {
+  // The rule (shared/model/trunk_storage.h) on every role, then a converted fixture.
+  const TrunkStorage q4{TensorFormat::Q4G, std::nullopt};
+  CHECK(trunk_storage_format(TensorRole::Head, 128, q4) == TensorFormat::Q8G);
+  CHECK(trunk_storage_format(TensorRole::Embedding, 128, q4) == TensorFormat::Q8G);
+  CHECK(trunk_storage_format(TensorRole::Matrix, 128, q4) == TensorFormat::Q4G);
+  CHECK(trunk_storage_format(TensorRole::Matrix, 100, q4) == TensorFormat::BF16);  // 100 % 32 != 0
+  CHECK(trunk_storage_format(TensorRole::Router, 128, q4) == TensorFormat::F32);
+  const TrunkStorage q4_head{TensorFormat::Q4G, TensorFormat::Q4G};
+  CHECK(trunk_storage_format(TensorRole::Head, 128, q4_head) == TensorFormat::Q4G);
+  CHECK(trunk_storage_format(TensorRole::Embedding, 128, q4_head) == TensorFormat::Q8G);  // the embedding stays
+  CHECK(trunk_storage_format(TensorRole::Head, 100, q4_head) == TensorFormat::BF16);
+  const TrunkStorage f32_q4_head{TensorFormat::F32, TensorFormat::Q4G};
+  CHECK(trunk_storage_format(TensorRole::Head, 128, f32_q4_head) == TensorFormat::Q4G);
+  CHECK(trunk_storage_format(TensorRole::Matrix, 128, f32_q4_head) == TensorFormat::F32);
+  CHECK_THROWS_WITH_AS(head_format_from_name("q3"), doctest::Contains("--head"), Error);
+
+  TempDir tmp;
+  ConvertOptions o = options("kimi-linear", tmp.str() + "/m.waste", TensorFormat::F32, TrunkChoice::F32);
+  o.head = TensorFormat::Q4G;
+  convert_checkpoint(o);
+  Container c = Container::open(o.out);
+  const ModelConfig& cfg = c.config();
+  int heads = 0;
+  for (const TensorSpec& s : trunk_tensor_specs(cfg)) {
+    CAPTURE(s.name);
+    const TensorFormat want = s.role == TensorRole::Head ? TensorFormat::Q4G : TensorFormat::F32;
+    CHECK(c.tensor(s.name).format == want);
+    heads += s.role == TensorRole::Head;
+  }
+  CHECK_EQ(heads, 1);
+}
