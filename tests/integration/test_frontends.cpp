@@ -68,7 +68,7 @@ void check_nothing_left(const PrivateSeen& s, const std::string& tmpdir) {
   CHECK_FALSE(fs::exists(s.run_dir));
   CHECK(fs::is_empty(tmpdir));
   for (const std::string& name : platform::shm_names_with_prefix(ipc::segment_prefix(ipc::instance_id_for(s.run_dir))))
-    CHECK_MESSAGE(false, "segment left: " + name);
+    FAIL_CHECK("segment left: " << name);
 }
 
 size_t count_of(const std::string& hay, const std::string& needle) {
