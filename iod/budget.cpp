@@ -5,6 +5,7 @@
 
 #include "shared/plan/container_plan.h"
 #include "shared/plan/memory_plan.h"
+#include "shared/platform/memory.h"
 #include "shared/util/error.h"
 
 namespace waste::iod {
@@ -30,7 +31,7 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
   req.sessions = compute.sessions;
   if (budget != "auto") req.budget = plan::parse_size(budget);
   if (compute.prompt_cache != "auto") req.prompt_cache = plan::parse_size(compute.prompt_cache);
-  plan::MemoryPlan p = plan::make_plan(req, plan::usable_memory());  // refuses a budget under the floor
+  plan::MemoryPlan p = plan::make_plan(req, platform::usable_memory());  // refuses a budget under the floor
   // More slots than records would be memory for nothing.
   b.slots = uint32_t(std::min<uint64_t>(p.slots, key_count));
   std::snprintf(line, sizeof line,

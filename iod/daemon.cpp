@@ -26,18 +26,10 @@ namespace waste::iod {
 
 namespace {
 
-namespace fs = std::filesystem;
-
-// Segments of this instance left behind by a crash (any container): /dev/shm/waste-iod-<id>-*.
+// Segments of this instance left behind by a crash (any container): waste-iod-<id>-*.
 void remove_stale_segments(uint64_t instance_id) {
-  std::string prefix = ipc::segment_name(instance_id, 0);
-  prefix = prefix.substr(0, prefix.size() - 16);  // "waste-iod-<instance>-"
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && ipc::ShmSegment::remove(name))
-      spdlog::warn("iod: removed stale segment {} (a previous iod of this run directory did not exit cleanly)", name);
-  }
+  for (const std::string& name : ipc::remove_instance_segments(instance_id))
+    spdlog::warn("iod: removed stale segment {} (a previous iod of this run directory did not exit cleanly)", name);
 }
 
 // The usage hotlist, when the container's usage file matches it: the policy's prior and the

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "iod/io/io_choice.h"
 #include "shared/image/image_budget.h"
 #include "shared/util/option_limits.h"
 
@@ -17,7 +18,7 @@ struct DaemonOptions {
   int sessions = 1;                                 // sessions the planner counts at that context
   int image_patches = kDefaultImagePatches;  // compute's --image-patches: the planner counts one such image
   std::string prompt_cache = "auto";  // compute's prompt-cache bytes, counted by the planner ("auto": its default)
-  std::string io = "uring";
+  std::string io = kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
   uint32_t queue_depth = 32;
   std::string policy;
   std::string trace;            // trace every request from the start

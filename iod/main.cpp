@@ -6,6 +6,7 @@
 
 #include "iod/cache/policy.h"
 #include "iod/daemon.h"
+#include "iod/io/io_choice.h"
 #include "shared/util/error.h"
 #include "shared/util/timeline.h"
 
@@ -26,8 +27,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, lim::kMaxSessions));
   app.add_option("--prompt-cache", o.prompt_cache,
                  "compute's prompt-cache bytes, which the planner leaves room for (auto: the planner's default)");
-  app.add_option("--io", o.io, "uring (falls back to pread when unavailable) or pread")
-      ->check(CLI::IsMember({"uring", "pread"}));
+  app.add_option("--io", o.io,
+                 std::string("uring (falls back to pread when the kernel refuses it) or pread; default ") +
+                     waste::iod::kDefaultIo + (waste::iod::kHaveUring ? "" : " (built without io_uring)"))
+      ->check(waste::iod::io_choice_problem);
   app.add_option("--qd", o.queue_depth, "reads in flight (io_uring queue depth / pread threads)");
   app.add_option("--policy", o.policy, waste::cache::policy_help());
   app.add_option("--trace", o.trace, "write every request to this file (JSON lines)");

@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "iod/io/record_checksum.h"
-#include "shared/ipc/shm_huge_pages.h"
+#include "shared/platform/direct_io.h"
+#include "shared/platform/shm.h"
 #include "shared/util/error.h"
 #include "shared/util/timeline.h"
 
@@ -70,7 +71,7 @@ Store::Store(const Container& container, const std::string& segment_name, uint64
   } catch (...) {
     // ~Store does not run when the constructor throws; members (segment, engine) clean up
     // themselves, the raw bank descriptors do not.
-    for (int f : bank_fd_) ::close(f);
+    for (int f : bank_fd_) platform::close_file(f);
     throw;
   }
 }
@@ -78,30 +79,29 @@ Store::Store(const Container& container, const std::string& segment_name, uint64
 void Store::open_banks_and_start(const std::string& segment_name, uint64_t instance_id) {
   const StoreOptions& o = options_;
   const Container& container = container_;
+  // Before anything is opened or created: a build without io_uring refuses "uring" by name.
+  const std::string bad_io = io_choice_problem(o.io);
+  require(bad_io.empty(), "iod: --io: " + bad_io);
   for (const auto& l : container.expert_layers()) {
     require(l.layout.stride % kRecordAlign == 0 && l.layout.stride <= (1ull << 31),
             l.bank_path + ": record stride " + std::to_string(l.layout.stride) + " unusable for direct I/O");
-    int fd = ::open(l.bank_path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-    if (fd < 0 && errno == EINVAL) {
-      spdlog::warn("{}: the file system refuses O_DIRECT; reading through the page cache", l.bank_path);
-      fd = ::open(l.bank_path.c_str(), O_RDONLY | O_CLOEXEC);
-    }
-    if (fd < 0) {
-      const int err = errno;  // before building the message
-      throw Error(l.bank_path + ": cannot open: " + std::strerror(err));
-    }
-    bank_fd_.push_back(fd);
+    const platform::DirectFile f = platform::open_direct_read(l.bank_path, platform::DirectFallback::PageCache);
+    if (f.fd < 0) throw Error(l.bank_path + ": cannot open: " + std::strerror(f.error));
+    if (!f.direct)
+      spdlog::warn("{}: the file system refuses {}; reading through the page cache", l.bank_path,
+                   platform::kDirectIoName);
+    bank_fd_.push_back(f.fd);
     record_bytes_.push_back(uint32_t(l.layout.stride));
   }
   ipc::SegmentLayout layout = ipc::segment_layout(o.slots, largest_record(container));
   segment_ = ipc::ShmSegment::create(segment_name, layout, instance_id, container.container_id());
-  const std::string huge = ipc::shm_huge_page_mode();
-  if (ipc::shm_huge_pages_enabled(huge))
+  const std::string huge = platform::shm_huge_page_mode();
+  if (platform::shm_huge_pages_enabled(huge))
     spdlog::info("iod: /dev/shm huge pages: {} (the cache can sit on 2 MiB pages)", huge);
   else if (huge != "unknown")
     spdlog::warn("iod: /dev/shm has no huge pages (huge={}): cached records sit on 4 KiB pages (README, "
                  "\"Huge pages for the expert cache\"); as root: {}",
-                 huge, ipc::shm_huge_pages_hint());
+                 huge, platform::shm_huge_pages_hint());
   slot_info_.assign(o.slots, {});
   layer_counters_.assign(geometry_.moe_layer_count(), {});
   policy_ = cache::make_policy(o.policy, geometry_, o.prior);
@@ -115,17 +115,20 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
   if (!o.read_faults.empty()) done = with_read_faults(std::move(done), o.read_faults);
   SlotRegion region{segment_.slot_data(0), uint64_t(o.slots) * segment_.slot_bytes(), segment_.slot_bytes()};
   if (o.io == "uring") {
-    std::string why;
-    engine_ = make_uring_engine(queue_, done, o.queue_depth, region, why,
-                                [this](const std::string& w) { on_engine_failed(w); }, o.uring_faults);
-    if (engine_) {
-      io_path_ = "io_uring (READ_FIXED, queue depth " + std::to_string(o.queue_depth) + ")";
-    } else {
-      io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (io_uring unavailable: " + why + ")";
-      spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool", why);
+    // Not compiled in a build without io_uring (make_uring_engine is not defined there); the
+    // check above has refused "uring" in that build already.
+    if constexpr (kHaveUring) {
+      std::string why;
+      engine_ = make_uring_engine(queue_, done, o.queue_depth, region, why,
+                                  [this](const std::string& w) { on_engine_failed(w); }, o.uring_faults);
+      if (engine_) {
+        io_path_ = "io_uring (READ_FIXED, queue depth " + std::to_string(o.queue_depth) + ")";
+      } else {
+        io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (io_uring unavailable: " + why + ")";
+        spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool", why);
+      }
     }
   } else {
-    require(o.io == "pread", "iod: --io must be uring or pread, not " + o.io);
     io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (forced by --io pread)";
   }
   if (!engine_) engine_ = make_pread_engine(queue_, done, o.queue_depth);
@@ -134,7 +137,7 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
 
 Store::~Store() {
   shutdown();
-  for (int f : bank_fd_) ::close(f);
+  for (int f : bank_fd_) platform::close_file(f);
 }
 
 void Store::shutdown() {

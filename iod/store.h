@@ -18,6 +18,7 @@
 
 #include "iod/cache/expert_cache.h"
 #include "iod/cache/usage_file.h"
+#include "iod/io/io_choice.h"
 #include "iod/io/read_engine.h"
 #include "iod/io/read_faults.h"
 #include "iod/io/read_queue.h"
@@ -32,7 +33,7 @@ namespace waste::iod {
 
 struct StoreOptions {
   uint32_t slots = 0;
-  std::string io = "uring";  // "uring" or "pread"
+  std::string io = kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
   uint32_t queue_depth = 32;
   std::string policy = cache::kDefaultPolicy;
   bool prewarm = true;        // read the hottest records of the usage file at start

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds WASTE and runs the whole test suite (unit + integration). Exit status is the suite's.
-# Usage: scripts/test.sh [--sanitize address,undefined|thread] [meson test args...]
+# Usage: scripts/test.sh [--sanitize address,undefined|thread] [--no-uring] [meson test args...]
 #        scripts/test.sh --help
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
   cat <<'EOF'
-Usage: scripts/test.sh [--sanitize address,undefined|thread] [meson test args...]
+Usage: scripts/test.sh [--sanitize address,undefined|thread] [--no-uring] [meson test args...]
 
 Builds WASTE and runs the test suite; the last line is "N passed, N failed, N skipped" and the
 exit status is the suite's.
@@ -18,6 +18,10 @@ exit status is the suite's.
   --sanitize thread             TSan build in $WASTE_BUILD_DIR-tsan (default: build-tsan); without
                                 test names: the threaded suites (iod, thread pool, engine,
                                 integration), see TSAN_TESTS in this script
+  --no-uring                    the build without liburing (-During=disabled: iod reads with its
+                                pread pool only) in a directory of its own, suffix -nouring
+                                (default: build-nouring; with --sanitize: build-asan-nouring ...);
+                                the tests of the io_uring paths report SKIP there
   meson test args               passed on, e.g. test names (unit-iod integration-serve),
                                 --timeout-multiplier N (overrides the sanitizer's default),
                                 --repeat N, --list, --no-rebuild (no build either)
@@ -30,9 +34,11 @@ EOF
 }
 
 sanitize=""
+no_uring=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
+    --no-uring) no_uring=1; shift ;;
     --sanitize) [ $# -ge 2 ] || { usage >&2; exit 2; }; sanitize=$2; shift 2 ;;
     --sanitize=*) sanitize=${1#--sanitize=}; shift ;;
     *) break ;;  # the rest goes to meson test
@@ -82,6 +88,12 @@ case "$sanitize" in
     ;;
   *) echo "test.sh: --sanitize takes address,undefined or thread, not '$sanitize'" >&2; exit 2 ;;
 esac
+# The build without liburing: its own directory too (-During changes which files are compiled and
+# what iod/uring_config.h says), so the default build stays usable beside it.
+if [ $no_uring = 1 ]; then
+  BUILD=$BUILD-nouring
+  setup_args+=(-During=disabled)
+fi
 
 if [ ! -f "$BUILD/build.ninja" ]; then
   if [ -n "$sanitize" ]; then
@@ -95,6 +107,12 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     export CC=${CC:-clang} CXX=${CXX:-clang++}
   fi
   meson setup "$BUILD" "${setup_args[@]}"
+fi
+# A directory set up earlier by hand must be what its name says (iod/uring_config.h is generated
+# from -During at setup).
+if [ $no_uring = 1 ] && ! grep -q 'WASTE_HAVE_IO_URING 0' "$BUILD/iod/uring_config.h"; then
+  echo "test.sh: $BUILD was set up with io_uring; run: meson configure $BUILD -During=disabled" >&2
+  exit 2
 fi
 # meson test's --no-rebuild skips the build here too (run what is built, e.g. a few tests while
 # the rest of a slow sanitizer build is not done).

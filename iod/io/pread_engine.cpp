@@ -1,13 +1,12 @@
 // The fallback engine: a fixed pool of threads, each doing one blocking pread at a time into
-// the slot (the bank is opened O_DIRECT, so the pool size is the queue depth).
-#include <unistd.h>
-
-#include <cerrno>
+// the slot (the bank is opened for direct I/O, so the pool size is the queue depth). The only
+// engine of a build without io_uring, and the one a port starts from (docs/PORTING.md).
 #include <chrono>
 #include <thread>
 #include <vector>
 
 #include "iod/io/read_engine.h"
+#include "shared/platform/direct_io.h"
 
 namespace waste::iod {
 
@@ -31,17 +30,7 @@ class PreadEngine final : public ReadEngine {
   void run() {
     while (auto job = queue_.pop_wait()) {
       auto t0 = std::chrono::steady_clock::now();
-      int64_t got = 0;
-      while (uint64_t(got) < job->bytes) {
-        ssize_t n = ::pread(job->fd, job->dst + got, job->bytes - uint64_t(got), off_t(job->offset + uint64_t(got)));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-          got = -errno;
-          break;
-        }
-        if (n == 0) break;  // end of file: a short read
-        got += n;
-      }
+      const int64_t got = platform::read_at(job->fd, job->dst, job->bytes, job->offset);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
       done_(*job, got, uint64_t(ns));
     }

@@ -1,8 +1,9 @@
 // Read engines: take jobs from the ReadQueue and read records straight into their slots with
-// direct I/O, calling `done` on completion (on the engine's own thread). Two implementations
-// behind one interface: io_uring (READ_FIXED into the registered slot region) and a bounded
-// pool of pread threads. On macOS the same interface would take F_NOCACHE + pread, on Windows
-// FILE_FLAG_NO_BUFFERING; only Linux is built here.
+// direct I/O (shared/platform/direct_io.h), calling `done` on completion (on the engine's own
+// thread). Two implementations behind one interface: io_uring (READ_FIXED into the registered
+// slot region; only in a build with it, io_choice.h) and a bounded pool of pread threads. A
+// macOS port runs the pread pool on F_NOCACHE descriptors, a Windows port would add an
+// overlapped-I/O engine here (docs/PORTING.md); only Linux is built here.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -51,7 +52,8 @@ struct UringFaults {
 // How long a dying io_uring engine waits for the reads it submitted before it abandons them.
 constexpr uint32_t kDefaultReapTimeoutMs = 2000;
 
-// Returns nullptr and sets why_not when io_uring or buffer registration is unavailable.
+// Returns nullptr and sets why_not when io_uring or buffer registration is unavailable. Defined
+// only where kHaveUring (io_choice.h): callers guard the call with `if constexpr (kHaveUring)`.
 std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, uint32_t queue_depth,
                                               const SlotRegion& region, std::string& why_not,
                                               EngineFailed failed = {}, UringFaults faults = {},

@@ -1,15 +1,9 @@
 #include "shared/ipc/segment_layout.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <bit>
-#include <cerrno>
-#include <climits>
 
 #include "shared/container/format.h"
+#include "shared/platform/futex.h"
 
 namespace waste::ipc {
 
@@ -42,18 +36,9 @@ uint32_t* low_half(const std::atomic<uint64_t>& word) {
 }  // namespace
 
 bool futex_wait_word(const std::atomic<uint64_t>& word, uint64_t expected, int64_t timeout_ns) {
-  timespec ts{}, *tp = nullptr;
-  if (timeout_ns >= 0) {
-    ts.tv_sec = time_t(timeout_ns / 1000000000);
-    ts.tv_nsec = long(timeout_ns % 1000000000);
-    tp = &ts;
-  }
-  long r = ::syscall(SYS_futex, low_half(word), FUTEX_WAIT, uint32_t(expected), tp, nullptr, 0);
-  return !(r == -1 && errno == ETIMEDOUT);
+  return platform::futex_wait_shared(low_half(word), uint32_t(expected), timeout_ns);
 }
 
-void futex_wake_word(std::atomic<uint64_t>& word) {
-  ::syscall(SYS_futex, low_half(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
+void futex_wake_word(std::atomic<uint64_t>& word) { platform::futex_wake_shared(low_half(word)); }
 
 }  // namespace waste::ipc

@@ -72,8 +72,8 @@ struct SegmentLayout {
 // slot_bytes is rounded up to kSlotAlign.
 SegmentLayout segment_layout(uint32_t slot_count, uint64_t record_bytes);
 
-// Futex on the low 32 bits of a state word (little-endian: they sit at the word's address).
-// Works across processes (not FUTEX_PRIVATE). Returns false on timeout.
+// Futex on the low 32 bits of a state word (little-endian: they sit at the word's address),
+// through shared/platform/futex.h. Works across processes. Returns false on timeout.
 bool futex_wait_word(const std::atomic<uint64_t>& word, uint64_t expected, int64_t timeout_ns);
 void futex_wake_word(std::atomic<uint64_t>& word);
 

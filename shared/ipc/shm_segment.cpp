@@ -1,6 +1,5 @@
 #include "shared/ipc/shm_segment.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <boost/interprocess/mapped_region.hpp>
@@ -11,6 +10,7 @@
 #include <filesystem>
 
 #include "shared/container/format.h"
+#include "shared/platform/memory.h"
 #include "shared/util/error.h"
 
 namespace bip = boost::interprocess;
@@ -75,11 +75,9 @@ ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layo
   }
   s.base_ = static_cast<uint8_t*>(s.impl_->region.get_address());
   s.bytes_ = layout.total_bytes;
-  // Huge pages where /dev/shm is mounted huge=advise (shm_huge_pages.h says why they matter);
-  // elsewhere a no-op, and a refusal costs nothing.
-#if defined(MADV_HUGEPAGE)
-  (void)::madvise(s.base_, s.bytes_, MADV_HUGEPAGE);
-#endif
+  // Huge pages where /dev/shm is mounted huge=advise (shared/platform/shm.h says why they
+  // matter); elsewhere a no-op, and a refusal costs nothing.
+  platform::advise_huge_pages(s.base_, s.bytes_);
   // The slot data is left to the kernel's zero pages: only the header and table are written.
   auto* h = new (s.base_) SegmentHeader{};
   h->magic = kSegmentMagic;
@@ -140,10 +138,22 @@ ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayo
 }
 
 std::string segment_name(uint64_t instance_id, uint64_t container_id) {
-  char buf[64];
+  char buf[kSegmentNameLength + 1];
   std::snprintf(buf, sizeof buf, "waste-iod-%016llx-%016llx", (unsigned long long)instance_id,
                 (unsigned long long)container_id);
   return buf;
+}
+
+std::string segment_prefix(uint64_t instance_id) {
+  std::string name = segment_name(instance_id, 0);
+  return name.substr(0, name.size() - 16);  // without the container's 16 hex digits
+}
+
+std::vector<std::string> remove_instance_segments(uint64_t instance_id) {
+  std::vector<std::string> removed;
+  for (const std::string& name : platform::shm_names_with_prefix(segment_prefix(instance_id)))
+    if (ShmSegment::remove(name)) removed.push_back(name);
+  return removed;
 }
 
 uint64_t instance_id_for(const std::string& run_dir) {

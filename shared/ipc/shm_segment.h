@@ -2,10 +2,13 @@
 // creates it (mode 0600, removed again when the owner is destroyed); clients open it
 // read-only and check the header against what attach said.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "shared/ipc/segment_layout.h"
+#include "shared/platform/shm.h"
 
 namespace waste::ipc {
 
@@ -50,8 +53,18 @@ class ShmSegment {
   bool owner_ = false;
 };
 
-// The segment name of an iod instance: "waste-iod-<instance hex>-<container hex>".
+// The segment name of an iod instance: "waste-iod-<instance hex>-<container hex>", the instance
+// part first so that one prefix finds every segment of an instance (segment_prefix).
 std::string segment_name(uint64_t instance_id, uint64_t container_id);
+// "waste-iod-<instance hex>-": the start of every segment name of that instance.
+std::string segment_prefix(uint64_t instance_id);
+constexpr size_t kSegmentNameLength = 10 + 16 + 1 + 16;
+// A system whose names are shorter (macOS: PSHMNAMLEN, 31 with the '/') needs a shorter form of
+// the name: docs/PORTING.md, "shm".
+static_assert(kSegmentNameLength <= platform::kShmNameMax, "iod's segment names do not fit this system's limit");
+// Removes every segment of the instance, of any container, that an iod which did not exit
+// cleanly left behind; returns the names removed.
+std::vector<std::string> remove_instance_segments(uint64_t instance_id);
 // Instance id of a run directory: xxh3 of its canonical path.
 uint64_t instance_id_for(const std::string& run_dir);
 

@@ -35,7 +35,7 @@
 
 #include "shared/image/image_budget.h"
 #include "shared/model/config.h"
-#include "shared/plan/usable_memory.h"
+#include "shared/platform/memory.h"
 #include "shared/util/option_limits.h"
 
 namespace waste {
@@ -43,6 +43,9 @@ struct VisionConfig;
 }
 
 namespace waste::plan {
+
+// Usable RAM, as the platform reports it (shared/platform/memory.h).
+using platform::UsableMemory;
 
 // The processes' own memory besides the buffers counted apart (code, libraries, tokenizer,
 // thread stacks, allocator arenas). Measured with tools/bench/footprint: compute ~20 MiB,

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "shared/ipc/shm_segment.h"
+#include "shared/platform/shm.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/step_gate_fifo.h"
@@ -66,10 +67,8 @@ void check_nothing_left(const PrivateSeen& s, const std::string& tmpdir) {
   CHECK_FALSE(alive(s.compute));
   CHECK_FALSE(fs::exists(s.run_dir));
   CHECK(fs::is_empty(tmpdir));
-  std::string prefix = ipc::segment_name(ipc::instance_id_for(s.run_dir), 0);
-  prefix = prefix.substr(0, prefix.size() - 16);
-  for (const auto& e : fs::directory_iterator("/dev/shm"))
-    CHECK_MESSAGE(e.path().filename().string().rfind(prefix, 0) != 0, e.path().string());
+  for (const std::string& name : platform::shm_names_with_prefix(ipc::segment_prefix(ipc::instance_id_for(s.run_dir))))
+    FAIL_CHECK("segment left: " << name);
 }
 
 size_t count_of(const std::string& hay, const std::string& needle) {

@@ -24,6 +24,7 @@
 
 #include "shared/container/expert_view.h"
 #include "shared/container/format.h"
+#include "shared/platform/memory.h"
 #include "shared/rvq/kernels.h"
 #include "shared/util/cpu.h"
 #include "shared/util/half.h"
@@ -127,7 +128,7 @@ class PageMapping {
       p_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p_ != MAP_FAILED) {
         offset_ = (huge - reinterpret_cast<uintptr_t>(p_) % huge) % huge;
-        madvise(static_cast<uint8_t*>(p_) + offset_, bytes, MADV_HUGEPAGE);
+        waste::platform::advise_huge_pages(static_cast<uint8_t*>(p_) + offset_, bytes);  // as alloc_large
       }
     }
     if (p_ == MAP_FAILED) { std::perror("mmap"); std::exit(1); }

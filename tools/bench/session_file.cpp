@@ -11,12 +11,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "shared/platform/direct_io.h"
 #include "tools/libwaste/engine_client.h"
 
 namespace {
@@ -26,12 +26,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-bool drop_page_cache() {
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  if (!f) return false;
-  f << "3\n";
-  return bool(f.flush());
-}
 
 }  // namespace
 
@@ -85,7 +79,7 @@ int main(int argc, char** argv) {
       load_s.push_back(loaded.seconds);
     }
     double cold_s = -1;
-    if (drop_page_cache()) cold_s = s2->load(path).seconds;
+    if (waste::platform::drop_page_cache().empty()) cold_s = s2->load(path).seconds;
 
     // The loaded state continues as the original: the same next token and logprob.
     waste::client::Request next;

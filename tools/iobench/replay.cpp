@@ -16,6 +16,7 @@
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/segment_layout.h"
 #include "shared/ipc/shm_segment.h"
+#include "shared/platform/direct_io.h"
 #include "shared/util/error.h"
 #include "tools/iobench/private_iod.h"
 #include "tools/iobench/request_trace.h"
@@ -60,13 +61,8 @@ struct PrivateRun {
     if (iod) iod->stop();
     iod.reset();
     if (dir.empty()) return;
-    std::string prefix = ipc::segment_name(ipc::instance_id_for(dir), 0);
-    prefix = prefix.substr(0, prefix.size() - 16);  // "waste-iod-<instance>-"
+    ipc::remove_instance_segments(ipc::instance_id_for(dir));
     std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-      std::string name = e.path().filename().string();
-      if (name.rfind(prefix, 0) == 0) ipc::ShmSegment::remove(name);
-    }
     std::filesystem::remove_all(dir, ec);
     dir.clear();
   }
@@ -80,8 +76,10 @@ void add_replay_options(CLI::App* cmd, ReplayOptions& o) {
   cmd->add_option("--budget", o.budget, "private iod: cache bytes or auto (default: --cache-ws working sets)");
   cmd->add_option("--cache-ws", o.cache_ws, "private iod: cache size in token working sets (default 1)");
   cmd->add_option("--qd", o.qd, "reads in flight, for iod and the raw measurement (default 32)");
-  cmd->add_option("--io", o.io, "uring or pread, for a private iod and the raw measurement")
-      ->check(CLI::IsMember({"uring", "pread"}));
+  cmd->add_option("--io", o.io,
+                  std::string("uring or pread, for a private iod and the raw measurement (default ") +
+                      iod::kDefaultIo + (iod::kHaveUring ? ")" : "; built without io_uring)"))
+      ->check(iod::io_choice_problem);
   cmd->add_option("--lookahead", o.lookahead, "prefetch the next N layers' experts from the trace (default 0)");
   cmd->add_option("--tokens", o.tokens, "replay only the first N tokens");
   cmd->add_flag("!--no-raw", o.raw, "skip the raw device measurement");
@@ -234,7 +232,7 @@ RawPass raw_pass(const ReplayOptions& o, RecordAges& ages, std::mt19937_64& rng,
                  const std::vector<int64_t>* match) {
   RawPass p;
   if (o.drop_caches) {
-    p.why_not_dropped = drop_page_cache();
+    p.why_not_dropped = platform::drop_page_cache();
     p.dropped = p.why_not_dropped.empty();
   } else {
     p.why_not_dropped = "--no-drop-caches";
@@ -355,7 +353,7 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
     for (uint32_t k = 0; k < rounds; ++k) {
       size_t b = trace.tokens() * k / rounds, e = trace.tokens() * (k + 1) / rounds;
       if (o.drop_caches) {
-        std::string why = drop_page_cache();
+        std::string why = platform::drop_page_cache();
         if (!why.empty()) replay_drop_why.push_back(why);
       }
       rounds_done.push_back(replay_round(client, c, trace, b, e, o.lookahead, held, ages, seen));
@@ -530,9 +528,9 @@ void run_replay(const ReplayOptions& o, const std::string& trace_path, const std
               report["inflight"]["mean"].get<double>(), report["inflight"]["mean_at_issue"].get<double>(),
               report["replay_reuse"]["median_gb"].get<double>());
   if (!o.raw) return;
-  std::printf("  raw device: O_DIRECT %s, coldest records, qd %u and depth %u (%s); page cache dropped before %zu of "
+  std::printf("  raw device: %s %s, coldest records, qd %u and depth %u (%s); page cache dropped before %zu of "
               "%zu raw passes\n",
-              o.io.c_str(), o.qd, depth, report["raw"]["depth_source"].get<std::string>().c_str(),
+              platform::kDirectIoName, o.io.c_str(), o.qd, depth, report["raw"]["depth_source"].get<std::string>().c_str(),
               report["page_cache"]["raw_passes_dropped"].get<size_t>(), passes.size());
   std::printf("  %5s %6s %9s %20s %7s %20s %7s %8s %6s %5s %5s\n", "round", "tokens", "replay", "raw qd before/after",
               "ratio", "raw depth bef/aft", "ratio", "matched", "depth", "hits", "load");

@@ -2,7 +2,7 @@
 // one it starts) the way compute drives it (per token, per MoE layer: fetch, wait READY,
 // release), with no model math, and measures the raw device in the same run, interleaved:
 // raw, replay slice 1, raw, replay slice 2, ..., raw. Each raw pass (page cache dropped first)
-// reads whole records of the same bank files with O_DIRECT, the coldest ones (record_ages.h),
+// reads whole records of the same bank files with direct I/O, the coldest ones (record_ages.h),
 // at the configured qd and at the mean depth the replay kept in flight; each round's ratio is
 // its replay rate over the mean of the raw passes either side, and the report gives the median.
 #pragma once
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "iod/io/io_choice.h"
 #include "tools/iobench/record_ages.h"
 
 namespace waste::iobench {
@@ -22,7 +23,7 @@ struct ReplayOptions {
   std::string budget;         // private iod: cache bytes or auto
   double cache_ws = 1.0;      // private iod: cache size in token working sets when no --budget
   uint32_t qd = 32;
-  std::string io = "uring";
+  std::string io = iod::kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
   uint32_t lookahead = 0;     // prefetch the next N layers' experts from the trace (an oracle hint)
   size_t tokens = 0;          // replay only the first N tokens (0 = all)
   bool raw = true;            // measure the raw device between the replay rounds
@@ -30,7 +31,7 @@ struct ReplayOptions {
   double raw_gb = 2.0;        // GB per raw read pass (one at qd, one at the replay's depth)
   double raw_seconds = 5.0;   // at most this long per raw read pass
   uint32_t raw_depth = 0;     // depth of the second raw read; 0 = the replay's measured mean in flight
-  bool drop_caches = true;    // write 3 to /proc/sys/vm/drop_caches before every pass
+  bool drop_caches = true;    // drop the page cache (platform::drop_page_cache) before every pass
 };
 
 // Adds MODEL and the replay options to the iobench subcommand.
@@ -53,7 +54,6 @@ RawResult measure_raw_device(const std::string& model, uint32_t qd, const std::s
 RawResult measure_raw_records(const std::string& model, const std::vector<RecordRef>& records, uint32_t qd,
                               const std::string& io, double max_seconds);
 
-// Drops the page cache (writes 3 to /proc/sys/vm/drop_caches); "" on success, else why not.
-std::string drop_page_cache();
+// Dropping the page cache before a pass: platform::drop_page_cache (shared/platform/direct_io.h).
 
 }  // namespace waste::iobench

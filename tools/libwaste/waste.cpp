@@ -16,6 +16,7 @@
 #include "shared/model/tensors.h"
 #include "shared/plan/container_plan.h"
 #include "shared/plan/memory_plan.h"
+#include "shared/platform/memory.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/util/error.h"
 #include "tools/libwaste/engine_client.h"
@@ -823,7 +824,7 @@ waste_status waste_plan_container(const char* container_dir, uint64_t context, u
     req.sessions = sessions > 0 ? sessions : 1;
     if (budget_bytes > 0) req.budget = budget_bytes;
     try {
-      fill_plan(waste::plan::make_plan(req, waste::plan::usable_memory()), out);
+      fill_plan(waste::plan::make_plan(req, waste::platform::usable_memory()), out);
     } catch (const Error& e) {
       // The one way a plan fails (memory_plan.h): a budget under the floor, which the caller gave.
       if (budget_bytes > 0) throw ArgumentError("budget_bytes", e.what());

@@ -12,6 +12,7 @@
 #include "shared/model/vision_config.h"
 #include "shared/plan/container_plan.h"
 #include "shared/plan/memory_plan.h"
+#include "shared/platform/memory.h"
 #include "shared/util/error.h"
 #include "tools/convert/vision_plan.h"
 #include "tools/waste/commands.h"
@@ -74,7 +75,7 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
 void run_plan(const PlanOptions& o) {
   std::string model;
   plan::PlanRequest req = request_for(o, model);
-  plan::MemoryPlan p = plan::make_plan(req, plan::usable_memory());
+  plan::MemoryPlan p = plan::make_plan(req, platform::usable_memory());
   const ModelConfig& c = req.config;
   if (o.json) {
     nlohmann::json j;

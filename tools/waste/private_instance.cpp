@@ -149,13 +149,8 @@ void PrivateInstance::stop() {
   terminate_child(iod_, 20);
   if (run_dir_.empty()) return;
   // A cleanly stopped iod has removed its segment; one that was killed has not.
-  std::string prefix = ipc::segment_name(instance_id_, 0);
-  prefix = prefix.substr(0, prefix.size() - 16);  // "waste-iod-<instance>-"
+  ipc::remove_instance_segments(instance_id_);
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind(prefix, 0) == 0) ipc::ShmSegment::remove(n);
-  }
   fs::remove_all(run_dir_, ec);
   run_dir_.clear();
 }

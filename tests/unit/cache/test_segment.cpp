@@ -1,11 +1,16 @@
 // The shared-memory segment's read-only open: it must refuse a layout (announced by the iod
-// peer) that is not the one segment_layout() gives, before any slot is addressed.
+// peer) that is not the one segment_layout() gives, before any slot is addressed. And the
+// clean-up of a crashed instance's segments by their name prefix.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
-#include "shared/ipc/shm_huge_pages.h"
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "shared/ipc/shm_segment.h"
+#include "shared/platform/shm.h"
 #include "shared/util/error.h"
 
 using namespace waste::ipc;
@@ -41,18 +46,21 @@ TEST_CASE("open_read_only accepts the announced layout and refuses an inconsiste
   }
 }
 
-TEST_CASE("huge page mode of /dev/shm from the mount table") {
-  const std::string plain = "proc /proc proc rw 0 0\ntmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0\n";
-  const std::string huge = "tmpfs /dev/shm tmpfs rw,relatime,size=24683620k,huge=within_size 0 0\n";
-  const std::string never = "always within_size advise [never] deny force\n";
-  CHECK_EQ(shm_huge_page_mode_of(plain, never), "never");
-  CHECK_EQ(shm_huge_page_mode_of(huge, never), "within_size");
-  CHECK_EQ(shm_huge_page_mode_of(plain + huge, never), "within_size");  // the last mount wins
-  CHECK_EQ(shm_huge_page_mode_of(huge + plain, never), "never");
-  CHECK_EQ(shm_huge_page_mode_of("proc /proc proc rw 0 0\n", never), "unknown");
-  CHECK_EQ(shm_huge_page_mode_of(plain, "always within_size advise never deny [force]\n"), "force");
-  CHECK(shm_huge_pages_enabled("within_size"));
-  CHECK(shm_huge_pages_enabled("advise"));
-  CHECK_FALSE(shm_huge_pages_enabled("never"));
-  CHECK_FALSE(shm_huge_pages_enabled("unknown"));
+TEST_CASE("remove_instance_segments removes every segment of one instance and no other") {
+  // Instance ids from the pid, so that parallel runs of this test do not meet.
+  const uint64_t mine = 0x5eed000000000000ull | uint64_t(::getpid());
+  const uint64_t other = mine ^ 0x00ff000000000000ull;
+  const SegmentLayout layout = segment_layout(1, 4096);
+  ShmSegment a = ShmSegment::create(segment_name(mine, 1), layout, mine, 1);
+  ShmSegment b = ShmSegment::create(segment_name(mine, 2), layout, mine, 2);
+  ShmSegment c = ShmSegment::create(segment_name(other, 1), layout, other, 1);
+  CHECK_EQ(segment_name(mine, 1).size(), kSegmentNameLength);
+  CHECK_EQ(segment_name(mine, 1).rfind(segment_prefix(mine), 0), 0u);
+  std::vector<std::string> removed = remove_instance_segments(mine);
+  std::sort(removed.begin(), removed.end());
+  CHECK_EQ(removed, std::vector<std::string>{segment_name(mine, 1), segment_name(mine, 2)});
+  CHECK_FALSE(waste::platform::shm_exists(segment_name(mine, 1)));
+  CHECK_FALSE(waste::platform::shm_exists(segment_name(mine, 2)));
+  CHECK(waste::platform::shm_exists(segment_name(other, 1)));
+  CHECK(remove_instance_segments(mine).empty());
 }

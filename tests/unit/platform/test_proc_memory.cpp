@@ -1,13 +1,15 @@
+// Linux usable memory (shared/platform/linux/proc_memory.h) on fake /proc and cgroup trees, and
+// platform::usable_memory on this machine.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
 
-#include "shared/plan/usable_memory.h"
+#include "shared/platform/linux/proc_memory.h"
 #include "shared/util/error.h"
 
-using namespace waste::plan;
+using namespace waste::platform;
 namespace fs = std::filesystem;
 
 namespace {
@@ -16,7 +18,7 @@ namespace {
 struct FakeSystem {
   fs::path root;
   explicit FakeSystem(const std::string& name) {
-    root = fs::temp_directory_path() / ("waste-plan-" + name + "-" + std::to_string(getpid()));
+    root = fs::temp_directory_path() / ("waste-platform-" + name + "-" + std::to_string(getpid()));
     fs::remove_all(root);
     fs::create_directories(root / "proc/self");
     write("proc/meminfo", "MemTotal:       16777216 kB\nMemFree:        1000 kB\n");
@@ -46,7 +48,7 @@ TEST_CASE("cgroup limit values are parsed defensively") {
 
 TEST_CASE("physical RAM alone when no cgroup limits apply") {
   FakeSystem s("phys");
-  UsableMemory u = usable_memory(s.roots());
+  UsableMemory u = usable_memory_from(s.roots());
   CHECK_EQ(u.physical, 16 * GiB);
   CHECK_EQ(u.usable, 16 * GiB);
   CHECK(u.source.find("MemTotal") != std::string::npos);
@@ -65,7 +67,7 @@ TEST_CASE("cgroup v1 memory.limit_in_bytes up the hierarchy (this machine's layo
   s.write("sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes", kV1Unlimited);
   // A cpu-controller file with a smaller number must not be read as a memory limit.
   s.write("sys/fs/cgroup/cpu/memory.limit_in_bytes", "1024\n");
-  UsableMemory u = usable_memory(s.roots());
+  UsableMemory u = usable_memory_from(s.roots());
   CHECK_EQ(u.usable, 6 * GiB);
   CHECK(u.source.find("sys/fs/cgroup/memory/process_api/memory.limit_in_bytes") != std::string::npos);
   CHECK(u.source.find("abc") == std::string::npos);
@@ -79,14 +81,14 @@ TEST_CASE("cgroup v2 memory.max and memory.high up to the root") {
   s.write("sys/fs/cgroup/user.slice/app.scope/memory.high", "7516192768\n");  // 7 GiB
   s.write("sys/fs/cgroup/user.slice/memory.max", "5368709120\n");             // 5 GiB: wins
   s.write("sys/fs/cgroup/user.slice/memory.high", "garbage\n");
-  UsableMemory u = usable_memory(s.roots());
+  UsableMemory u = usable_memory_from(s.roots());
   CHECK_EQ(u.usable, 5 * GiB);
   CHECK(u.source.find("user.slice/memory.max") != std::string::npos);
   CHECK_EQ(u.limits.size(), 3);  // MemTotal, app memory.high, user.slice memory.max
 
   // memory.high below memory.max wins.
   s.write("sys/fs/cgroup/user.slice/app.scope/memory.high", "3221225472\n");
-  CHECK_EQ(usable_memory(s.roots()).usable, 3 * GiB);
+  CHECK_EQ(usable_memory_from(s.roots()).usable, 3 * GiB);
 }
 
 TEST_CASE("a namespaced cgroup mount (mount root is the container's cgroup)") {
@@ -95,28 +97,28 @@ TEST_CASE("a namespaced cgroup mount (mount root is the container's cgroup)") {
   s.write("proc/self/mountinfo", "25 22 0:23 /docker/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
   s.write("sys/fs/cgroup/inner/memory.max", "2147483648\n");
   s.write("sys/fs/cgroup/memory.max", "1073741824\n");
-  CHECK_EQ(usable_memory(s.roots()).usable, 1 * GiB);
+  CHECK_EQ(usable_memory_from(s.roots()).usable, 1 * GiB);
   // A cgroup path that tries to climb out of the mount is ignored.
   s.write("proc/self/cgroup", "0::/docker/c1/../../evil\n");
-  CHECK_EQ(usable_memory(s.roots()).usable, 16 * GiB);
+  CHECK_EQ(usable_memory_from(s.roots()).usable, 16 * GiB);
   // The mount root is a prefix by whole path components: /docker/c10 is not under /docker/c1,
   // so the mount's (c1's) limit does not apply.
   s.write("proc/self/cgroup", "0::/docker/c10/inner\n");
-  CHECK_EQ(usable_memory(s.roots()).usable, 16 * GiB);
+  CHECK_EQ(usable_memory_from(s.roots()).usable, 16 * GiB);
 }
 
 TEST_CASE("missing files: no mountinfo, no cgroup file, no meminfo") {
   FakeSystem s("missing");
   // No /proc/self/cgroup: physical only.
-  CHECK_EQ(usable_memory(s.roots()).usable, 16 * GiB);
+  CHECK_EQ(usable_memory_from(s.roots()).usable, 16 * GiB);
   // cgroup file but no mountinfo: the usual mount points are tried.
   s.write("proc/self/cgroup", "0::/\n");
   s.write("sys/fs/cgroup/memory.max", "8589934592\n");
-  CHECK_EQ(usable_memory(s.roots()).usable, 8 * GiB);
+  CHECK_EQ(usable_memory_from(s.roots()).usable, 8 * GiB);
   fs::remove(s.root / "proc/meminfo");
-  CHECK_THROWS_AS(usable_memory(s.roots()), waste::Error);
+  CHECK_THROWS_AS(usable_memory_from(s.roots()), waste::Error);
   s.write("proc/meminfo", "MemFree: 5 kB\n");
-  CHECK_THROWS_AS(usable_memory(s.roots()), waste::Error);
+  CHECK_THROWS_AS(usable_memory_from(s.roots()), waste::Error);
 }
 
 TEST_CASE("this machine") {

@@ -1,11 +1,11 @@
-#include "shared/plan/usable_memory.h"
+#include "shared/platform/linux/proc_memory.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "shared/util/error.h"
 
-namespace waste::plan {
+namespace waste::platform {
 
 namespace {
 
@@ -122,7 +122,7 @@ uint64_t parse_cgroup_limit(const std::string& text) {
   return x >= kUnlimited ? 0 : x;
 }
 
-UsableMemory usable_memory(const SystemRoots& r) {
+UsableMemory usable_memory_from(const SystemRoots& r) {
   UsableMemory u;
   std::string meminfo;
   const std::string meminfo_path = r.proc + "/meminfo";
@@ -165,4 +165,4 @@ UsableMemory usable_memory(const SystemRoots& r) {
   return u;
 }
 
-}  // namespace waste::plan
+}  // namespace waste::platform
