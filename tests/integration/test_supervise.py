@@ -235,11 +235,15 @@ class Options(Base):
                 self.assertFalse(os.path.exists(self.run_dir))  # nothing started
 
     def test_values_in_range_reach_the_children(self):
-        r = self.up("--ctx", "256", "--threads", "2", "--max-batch", "0", "--wedge-timeout", "0")
+        r = self.up("--ctx", "256", "--threads", "2", "--max-batch", "0", "--wedge-timeout", "0", "--max-sessions", "3")
         self.assertEqual(r.returncode, 0, r.stderr)
         comp = [c for c in self.state()["children"] if c["name"] == "compute"][0]["argv"]
-        for pair in (["--ctx", "256"], ["--threads", "2"], ["--max-batch", "0"]):
+        for pair in (["--ctx", "256"], ["--threads", "2"], ["--max-batch", "0"], ["--max-sessions", "3"]):
             self.assertIn(pair, [comp[i:i + 2] for i in range(len(comp))])
+        # iod plans for the same context and as many sessions as compute may open.
+        iod = [c for c in self.state()["children"] if c["name"] == "iod"][0]["argv"]
+        for pair in (["--ctx", "256"], ["--sessions", "3"]):
+            self.assertIn(pair, [iod[i:i + 2] for i in range(len(iod))])
 
 
 class Down(Base):
