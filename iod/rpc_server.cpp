@@ -212,7 +212,8 @@ class ExpertStoreImpl final : public proto::ExpertStore::Server {
     return guarded([&] {
       auto p = ctx.getParams();
       auto experts = experts_of(p.getExperts());
-      ctx.getResults().setIssued(store_.prefetch(conn_, p.getLayer(), experts));
+      auto releases = handles_of(p.getReleases());
+      ctx.getResults().setIssued(store_.prefetch(conn_, p.getLayer(), experts, releases));
     });
   }
 

@@ -394,9 +394,17 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
   return out;
 }
 
-uint32_t Store::prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts) {
+uint32_t Store::prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,
+                         std::span<const ipc::SlotHandle> releases) {
   for (uint32_t x : experts) check_key(layer, x);
   std::lock_guard lock(mu_);
+  if (!releases.empty()) {
+    Connection& c = connections_.at(conn);
+    for (const auto& h : releases) {
+      check_release_slot(h, cache_->slots());
+      unpin_locked(c, h, "releases");
+    }
+  }
   trace_line(conn, "prefetch", layer, experts);
   uint32_t issued = 0;
   for (uint32_t x : experts) {

@@ -73,7 +73,9 @@ class Store {
   // Called (from any thread, maybe with the store's lock held: it must only signal) when a
   // slot may have become usable: a pin dropped, a read finished.
   void set_slots_changed(std::function<void()> fn);
-  uint32_t prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts);
+  // `releases` (this connection's pins) are unpinned first, under the same lock.
+  uint32_t prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,
+                    std::span<const ipc::SlotHandle> releases = {});
   void release(uint64_t conn, std::span<const ipc::SlotHandle> handles);
   StoreStats stats() const;
   // Writes one JSON line per request to `path`, a new file (absolute; created 0600, never an

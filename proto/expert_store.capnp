@@ -68,7 +68,9 @@ interface ExpertStore {
   # while the reads proceed; `releases` are handles of earlier fetches to unpin first.
   fetch @1 (layer :UInt32, experts :List(UInt32), releases :List(SlotHandle)) -> (handles :List(SlotHandle));
   # A hint: load these (best first) below the priority of any demand read; nothing is pinned.
-  prefetch @2 (layer :UInt32, experts :List(UInt32)) -> (issued :UInt32);
+  # `releases` (handles of earlier fetches) are unpinned first, so a client that ends a layer and
+  # hints the next one sends one message, not two, and the hint can read into those slots.
+  prefetch @2 (layer :UInt32, experts :List(UInt32), releases :List(SlotHandle)) -> (issued :UInt32);
   release @3 (handles :List(SlotHandle)) -> ();
   stats @4 () -> (stats :Stats);
   # Starts writing every request to `path` (JSON lines), replacing a running trace.

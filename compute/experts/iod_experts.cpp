@@ -31,6 +31,7 @@ IodExperts::IodExperts(const Container& container, const std::string& socket_pat
       client_(std::make_unique<ipc::ExpertStoreClient>(socket_path, container.container_id(),
                                                       ipc::kDefaultHintCapacity, call_timeout_ms)) {
   // Every record must fit a slot (iod sizes slots for the largest layer stride).
+  for (const ExpertLayerInfo& l : container_.expert_layers()) last_moe_layer_ = std::max(last_moe_layer_, l.layer);
   for (const ExpertLayerInfo& l : container_.expert_layers())
     require(l.layout.stride <= client_->info().layout.slot_bytes,
             "iod " + socket_ + ": slots of " + std::to_string(client_->info().layout.slot_bytes) +
@@ -155,7 +156,8 @@ void IodExperts::prefetch(int layer, std::span<const int> experts) {
   // Fire-and-forget: waiting for iod's answer cost a round trip per layer (~1 ms per token-layer
   // when everything is cached) for a hint whose answer we never use. Its errors are counted by
   // the client, never thrown: a hint must not fail the token (a dead iod fails the next fetch).
-  client_->prefetch_async(uint32_t(layer), ids);
+  // The layer just ended left its pins in to_release_ (end_layer): they ride on this hint.
+  if (client_->prefetch_async(uint32_t(layer), ids, to_release_)) to_release_.clear();
 }
 
 void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
@@ -299,14 +301,20 @@ void IodExperts::end_layer() {
       pending_count_ = 0;
     }
   }
+  // Every expert handed out: the layer ran to its end (else an error ends it part way).
+  const bool completed = layer_ >= 0 && next_fetch_ == experts_.size() && window_.empty();
   if (in_use_) to_release_.push_back(in_use_->handle);
   in_use_.reset();
   for (const Fetched& f : window_) to_release_.push_back(f.handle);
   window_.clear();
-  // Unpinned now, not on the next fetch: the next layer's lookahead hint (sent before its
-  // attention) can then read into these slots while that attention runs. At a small budget
-  // nothing else is free, so this is the only overlap of reads with compute there.
-  if (!dead_ && !to_release_.empty() && client_->release_async(to_release_)) to_release_.clear();
+  // The pins go back with the next message: the lookahead hint the model sends right after a
+  // layer (prefetch above: one message instead of a release and a hint, and the hint reads into
+  // these slots while the next attention runs, which at a small budget is the only overlap of
+  // reads with compute), else the next layer's fetch. After the token's last MoE layer no hint
+  // follows until the next step, which may be a long idle, and a layer an error ended is
+  // followed by nothing soon: those go back at once.
+  const bool hint_follows = completed && layer_ != last_moe_layer_;
+  if (!dead_ && !to_release_.empty() && !hint_follows && client_->release_async(to_release_)) to_release_.clear();
   experts_.clear();
   next_fetch_ = 0;
   layer_ = -1;

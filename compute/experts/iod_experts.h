@@ -87,7 +87,8 @@ class IodExperts : public ExpertSource {
   std::vector<int> experts_;
   size_t next_fetch_ = 0;   // experts_[0, next_fetch_) were fetched
   size_t window_cap_ = 1;   // slots the layer may pin at once
-  size_t pending_count_ = 0;  // experts_[next_fetch_, + pending_count_) sent by start_refill, unanswered
+  size_t pending_count_ = 0;
+  int last_moe_layer_ = -1;  // the container's last layer with routed experts  // experts_[next_fetch_, + pending_count_) sent by start_refill, unanswered
   struct Fetched {
     size_t index;  // into experts_
     ipc::SlotHandle handle;

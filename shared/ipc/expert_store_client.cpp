@@ -241,12 +241,14 @@ uint32_t ExpertStoreClient::prefetch(uint32_t layer, std::span<const uint32_t> e
   });
 }
 
-bool ExpertStoreClient::prefetch_async(uint32_t layer, std::span<const uint32_t> experts) noexcept {
+bool ExpertStoreClient::prefetch_async(uint32_t layer, std::span<const uint32_t> experts,
+                                       std::span<const SlotHandle> releases) noexcept {
   try {
     auto req = impl_->store.prefetchRequest();
     req.setLayer(layer);
     auto ex = req.initExperts(uint32_t(experts.size()));
     for (size_t k = 0; k < experts.size(); ++k) ex.set(uint32_t(k), experts[k]);
+    fill_handles(req.initReleases(uint32_t(releases.size())), releases);
     if (impl_->send_one_way(req)) return true;
   } catch (...) {  // building the request failed (out of memory): a hint may be lost
   }

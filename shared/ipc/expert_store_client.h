@@ -85,7 +85,9 @@ class ExpertStoreClient {
   // of this client, or the next prefetch_async). Returns false, sending nothing, when
   // hint_capacity hints are unanswered (counted as dropped). Never throws: a hint that fails
   // (iod gone, bad layer) is counted in hint_stats(); the next real call reports a dead iod.
-  bool prefetch_async(uint32_t layer, std::span<const uint32_t> experts) noexcept;
+  // `releases` ride on the hint (unpinned first); when it returns false they were not sent.
+  bool prefetch_async(uint32_t layer, std::span<const uint32_t> experts,
+                      std::span<const SlotHandle> releases = {}) noexcept;
   const HintStats& hint_stats() const;
   // How many calls iod has answered on this connection (a refusal counts: iod was there). A
   // call served from the shared segment alone does not count, so callers can tell "iod

@@ -16,7 +16,10 @@
 namespace waste::ipc {
 
 constexpr uint64_t kSegmentMagic = 0x31474553584157ull;  // "WAXSEG1"
-constexpr uint32_t kSegmentVersion = 1;
+// The version of the segment layout and of the ExpertStore protocol around it: attach refuses a
+// pair of builds that differ. 2: prefetch carries releases (compute of this build leaves a
+// layer's pins to its next hint; an iod that ignored that field would never unpin them).
+constexpr uint32_t kSegmentVersion = 2;
 constexpr uint64_t kSegmentHeaderBytes = 4096;
 constexpr uint64_t kSlotAlign = 4096;
 // Largest slot a client accepts (a record is at most 4 GiB, format.h); keeps the layout's

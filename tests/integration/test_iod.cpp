@@ -529,6 +529,23 @@ TEST_CASE("IodExperts: a layer ended before its first next_ready gives back the 
   CHECK_EQ(t.iod.stop(), 0);
 }
 
+TEST_CASE("iod: a hint carries the releases of the layer before it, unpinned before its reads") {
+  // Every slot of a 4-slot cache pinned by one fetch; the hint that gives them back may read into
+  // them at once: 2 prefetch reads issued. Without the releases it could issue none.
+  TinyIod t(4);
+  ipc::ExpertStoreClient client(t.iod.socket_path(), t.c.container_id());
+  const std::vector<uint32_t> ex = {0, 1, 2, 3};
+  auto hs = client.fetch(t.l0, ex);
+  check_records(t.c, client, t.l0, ex, hs);
+  REQUIRE(client.prefetch_async(t.l0, std::vector<uint32_t>{4, 5}, hs));
+  auto s = client.stats();  // answered after the hint (same connection, in order)
+  CHECK_EQ(s["prefetch"]["issued"].get<uint64_t>(), 2u);
+  CHECK_EQ(client.hint_stats().failed, 0u);
+  // The released handles are no longer ours: releasing them again is refused by name.
+  CHECK_THROWS_WITH_AS(client.release(hs), doctest::Contains("not pinned by this connection"), Error);
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
 TEST_CASE("iod: one-way calls beyond the bound are dropped and counted while iod does not answer") {
   TinyIod t(16);
   const uint32_t l0 = t.l0;
