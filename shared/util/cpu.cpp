@@ -109,6 +109,13 @@ SimdChoice simd_level_for(const CpuFeatures& f, const char* cap) {
   return choice;
 }
 
+bool simd_level_within(SimdLevel level, SimdLevel top) {
+  const int rank = chain_rank(level);
+  return rank >= 0 && rank <= chain_rank(top);
+}
+
+bool simd_level_allows(SimdLevel level) { return simd_level_within(level, simd_level()); }
+
 SimdLevel simd_level() {
   static const SimdLevel level = [] {
     const SimdChoice choice = simd_level_for(cpu_features(), std::getenv("WASTE_SIMD"));

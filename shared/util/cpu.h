@@ -25,6 +25,9 @@ const CpuFeatures& cpu_features();
 // The best level both the CPU and the WASTE_SIMD cap allow (decided once per process).
 SimdLevel simd_level();
 const char* simd_level_name(SimdLevel level);
+// True when `level` is a level of this build's architecture and not above simd_level(): what a
+// benchmark or test may run (AVX2 is never "below" NEON; the numbers do not order levels).
+bool simd_level_allows(SimdLevel level);
 // One line for logs and benchmarks: the chosen level and the raw feature bits.
 std::string cpu_summary();
 
@@ -45,6 +48,9 @@ struct SimdChoice {
 // `avx2` on ARM) is ignored with a warning naming the accepted values: it cannot be honoured as
 // written, and guessing a level for it would test or ship a path nobody asked for.
 SimdChoice simd_level_for(const CpuFeatures& f, const char* cap);
+
+// True when `level` and `top` are levels of this build's architecture and level <= top.
+bool simd_level_within(SimdLevel level, SimdLevel top);
 
 // Linux aarch64: the features of getauxval(AT_HWCAP) and getauxval(AT_HWCAP2) (the kernel's bit
 // values, so this decodes on any architecture).

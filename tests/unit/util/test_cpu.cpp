@@ -113,6 +113,26 @@ TEST_CASE("cpu_features (aarch64): Advanced SIMD is there, and on Linux the prob
 }
 #endif
 
+TEST_CASE("simd_level_within: levels of one architecture's chain, never across") {
+  CHECK(simd_level_within(SimdLevel::Scalar, SimdLevel::Scalar));
+#if defined(__x86_64__)
+  CHECK(simd_level_within(SimdLevel::Scalar, SimdLevel::Avx512));
+  CHECK(simd_level_within(SimdLevel::Avx2, SimdLevel::Avx512));
+  CHECK(simd_level_within(SimdLevel::Avx512, SimdLevel::Avx512));
+  CHECK_FALSE(simd_level_within(SimdLevel::Avx512, SimdLevel::Avx2));
+  CHECK_FALSE(simd_level_within(SimdLevel::Avx2, SimdLevel::Scalar));
+  CHECK_FALSE(simd_level_within(SimdLevel::Neon, SimdLevel::Avx512));
+  CHECK_FALSE(simd_level_within(SimdLevel::Scalar, SimdLevel::Neon));
+#elif defined(__aarch64__)
+  CHECK(simd_level_within(SimdLevel::Scalar, SimdLevel::Neon));
+  CHECK(simd_level_within(SimdLevel::Neon, SimdLevel::Neon));
+  CHECK_FALSE(simd_level_within(SimdLevel::Neon, SimdLevel::Scalar));
+  // Avx2's number (1) is below Neon's (3), and still not a level this CPU runs.
+  CHECK_FALSE(simd_level_within(SimdLevel::Avx2, SimdLevel::Neon));
+  CHECK_FALSE(simd_level_within(SimdLevel::Avx512, SimdLevel::Neon));
+#endif
+}
+
 TEST_CASE("features_from_arm64_hwcaps: each bit to its feature and nothing else") {
   const CpuFeatures none = features_from_arm64_hwcaps(0, 0);
   CHECK_FALSE((none.neon || none.asimddp || none.i8mm || none.asimdhp || none.bf16 || none.sve));
