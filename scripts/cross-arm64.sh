@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 DEFAULT_CPUS=max,cortex-a53
 # Emulation runs the tests 5-20x slower than the machine would natively (docs/TESTING.md, "ARM64
 # under emulation", has the measured times); the tests' own timeouts are for native runs.
-DEFAULT_TIMEOUT_MULTIPLIER=8
+DEFAULT_TIMEOUT_MULTIPLIER=20
 
 usage() {
   cat <<EOF
@@ -125,7 +125,7 @@ test_args=()
 if [ $unit_only = 1 ] && [ $named = 0 ]; then
   # meson test --list prints "project[:suite] / name".
   mapfile -t unit_tests < <(meson test -C "$BUILD" --no-rebuild --list 2>/dev/null |
-                            sed -n 's|^.* / \(unit-.*\|fuzz-seeds-.*\)$|\1|p')
+                            sed -n 's#^.* / \(unit-.*\|fuzz-seeds-.*\)$#\1#p')
   [ ${#unit_tests[@]} -gt 0 ] || { echo "cross-arm64: no unit test found in $BUILD" >&2; exit 1; }
   test_args+=("${unit_tests[@]}")
 fi

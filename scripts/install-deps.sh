@@ -55,8 +55,10 @@ if [ -n "$cross" ]; then
   pkgs+=(crossbuild-essential-"$cross" qemu-user-static)
   for p in "${libs[@]}"; do
     # Architecture-independent packages (header-only, Multi-Arch: foreign) serve every
-    # architecture from their native install; the others are needed as pkg:arm64.
-    arch=$(apt-cache show --no-all-versions "$p" 2>/dev/null | sed -n 's/^Architecture: //p' | head -n1)
+    # architecture from their native install; the others are needed as pkg:arm64. dpkg knows
+    # the architecture of what is installed; apt-cache (slower) of the rest.
+    arch=$(dpkg-query -W -f='${Architecture}' "$p" 2>/dev/null) ||
+      arch=$(apt-cache show --no-all-versions "$p" 2>/dev/null | sed -n 's/^Architecture: //p' | head -n1)
     [ "$arch" = all ] || pkgs+=("$p:$cross")
   done
 fi

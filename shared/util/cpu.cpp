@@ -84,11 +84,23 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
+// What a level needs of the CPU. Avx512 needs VBMI: the RVQ LUT path's byte permutes.
+static bool has_level(const CpuFeatures& f, SimdLevel level) {
+  switch (level) {
+    case SimdLevel::Scalar: return true;
+    case SimdLevel::Avx2: return f.avx2 && f.fma;
+    case SimdLevel::Avx512: return has_level(f, SimdLevel::Avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vbmi;
+    case SimdLevel::Neon: return f.neon;
+  }
+  return false;
+}
+
 SimdLevel best_simd_level(const CpuFeatures& f) {
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vbmi && f.avx2 && f.fma) return SimdLevel::Avx512;
-  if (f.avx2 && f.fma) return SimdLevel::Avx2;
-  if (f.neon) return SimdLevel::Neon;
-  return SimdLevel::Scalar;
+  // Only this architecture's chain: a level this build has no code for is never chosen.
+  SimdLevel best = SimdLevel::Scalar;
+  for (SimdLevel level : kChain)
+    if (has_level(f, level)) best = level;
+  return best;
 }
 
 SimdChoice simd_level_for(const CpuFeatures& f, const char* cap) {
@@ -103,8 +115,7 @@ SimdChoice simd_level_for(const CpuFeatures& f, const char* cap) {
                      kChainNames + "); ignored, using " + simd_level_name(choice.level);
     return choice;
   }
-  // best_simd_level only returns levels of this architecture's chain (features of another
-  // architecture are never set), so its rank is >= 0.
+  // best_simd_level only returns levels of this architecture's chain: its rank is >= 0.
   if (chain_rank(choice.level) > cap_rank) choice.level = kChain[cap_rank];
   return choice;
 }

@@ -33,7 +33,8 @@ std::string cpu_summary();
 
 // The seams behind cpu_features() and simd_level(), pure so the tests run them on any machine.
 
-// The best level these features allow, ignoring any cap.
+// The best level of this build's architecture these features allow, ignoring any cap (x86
+// features count for nothing on aarch64 and the other way round).
 SimdLevel best_simd_level(const CpuFeatures& f);
 
 struct SimdChoice {

@@ -30,22 +30,42 @@ CpuFeatures arm_neon() {
   return f;
 }
 
+// A CPU with every level of this build's architecture, and that level.
+#if defined(__x86_64__)
+CpuFeatures widest_cpu() { return x86_avx512(); }
+constexpr SimdLevel kWidest = SimdLevel::Avx512;
+#elif defined(__aarch64__)
+CpuFeatures widest_cpu() { return arm_neon(); }
+constexpr SimdLevel kWidest = SimdLevel::Neon;
+#else
+CpuFeatures widest_cpu() { return CpuFeatures{}; }
+constexpr SimdLevel kWidest = SimdLevel::Scalar;
+#endif
+
 }  // namespace
 
-TEST_CASE("best_simd_level: the widest level the features allow") {
+TEST_CASE("best_simd_level: the widest level of this architecture the features allow") {
   CHECK(best_simd_level(CpuFeatures{}) == SimdLevel::Scalar);
+#if defined(__x86_64__)
   CHECK(best_simd_level(x86_avx2()) == SimdLevel::Avx2);
   CHECK(best_simd_level(x86_avx512()) == SimdLevel::Avx512);
   CpuFeatures no_vbmi = x86_avx512();
   no_vbmi.avx512vbmi = false;  // the RVQ LUT path needs VBMI byte permutes
   CHECK(best_simd_level(no_vbmi) == SimdLevel::Avx2);
+  CpuFeatures no_fma = x86_avx2();
+  no_fma.fma = false;
+  CHECK(best_simd_level(no_fma) == SimdLevel::Scalar);
+  CHECK(best_simd_level(arm_neon()) == SimdLevel::Scalar);  // no NEON code in an x86 build
+#elif defined(__aarch64__)
   CHECK(best_simd_level(arm_neon()) == SimdLevel::Neon);
+  CHECK(best_simd_level(x86_avx512()) == SimdLevel::Scalar);  // no AVX code in an ARM build
+#endif
 }
 
 TEST_CASE("simd_level_for: no cap, or an empty one, is the best level") {
   for (const char* cap : {static_cast<const char*>(nullptr), ""}) {
-    const SimdChoice c = simd_level_for(x86_avx512(), cap);
-    CHECK(c.level == SimdLevel::Avx512);
+    const SimdChoice c = simd_level_for(widest_cpu(), cap);
+    CHECK(c.level == kWidest);
     CHECK(c.warning.empty());
   }
 }
