@@ -64,8 +64,12 @@ class UringEngine final : public ReadEngine {
   }
 
   void stop() override {
+    // An engine whose init failed never took jobs, and its owner reads the same queue with the
+    // pread pool instead: closing the queue here (the destructor runs when make_uring_engine
+    // gives up) ended every pread thread at once, and no read ever completed.
+    if (!thread_.joinable()) return;
     queue_.close();
-    if (thread_.joinable()) thread_.join();
+    thread_.join();
   }
 
  private:

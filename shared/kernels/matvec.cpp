@@ -31,7 +31,7 @@ const char* kernel_path_name(KernelPath path) {
 }
 
 bool kernel_path_available(KernelPath path) {
-  const CpuFeatures& f = cpu_features();
+  [[maybe_unused]] const CpuFeatures& f = cpu_features();  // read by the x86 paths only
   switch (path) {
     case KernelPath::Scalar: return true;
 #if defined(__x86_64__)
@@ -94,7 +94,8 @@ void for_row_ranges(ThreadPool* pool, int64_t rows, int64_t weights_per_row,
 
 // The int8-activation path on `path` or the widest int8 kernel below it: AVX-512 needs VNNI
 // (else AVX2 does it, with the same result), and unusual groups run the scalar kernel.
-void matmul_int8_path(KernelPath path, const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
+// (`path` is unused where only the scalar kernel exists.)
+void matmul_int8_path([[maybe_unused]] KernelPath path, const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
   if (!int8_simd_handles(w)) path = KernelPath::Scalar;
 #if defined(__x86_64__)
   if (path == KernelPath::Avx512 && cpu_features().avx512vnni) return matmul_int8_avx512(w, x, n, y, pool);

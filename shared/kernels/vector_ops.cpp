@@ -6,18 +6,16 @@
 
 namespace waste {
 
+#if defined(__x86_64__)
 namespace {
 
 bool use_avx2() {
-#if defined(__x86_64__)
   const SimdLevel level = simd_level();
   return level == SimdLevel::Avx2 || level == SimdLevel::Avx512;
-#else
-  return false;
-#endif
 }
 
 }  // namespace
+#endif
 
 // Eight partial sums (lane i takes elements i, i+8, ...), added pairwise at the end: more
 // accurate than one running sum and open to auto-vectorization.

@@ -128,3 +128,47 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
   ::close(pipefd[1]);
   ::close(pipefd[0]);
 }
+
+TEST_CASE("uring engine: one that cannot start leaves the queue open for the pread pool") {
+  // Without io_uring (qemu-user, seccomp, kernel.io_uring_disabled) init fails at the ring;
+  // with it, at registering a buffer the kernel cannot pin (a null base: EFAULT). Either way
+  // make_uring_engine gives up, and iod falls back to a pread pool on the same queue.
+  constexpr uint32_t kSlots = 2;
+  constexpr uint64_t kSlotBytes = 4096;
+  ReadQueue queue(kSlots);
+  std::string why_not;
+  SlotRegion unregistrable{nullptr, kSlots * kSlotBytes, kSlotBytes};
+  auto engine = make_uring_engine(queue, [](const ReadJob&, int64_t, uint64_t) {}, 2, unregistrable, why_not);
+  REQUIRE(engine == nullptr);
+  CHECK_FALSE(why_not.empty());
+  MESSAGE("io_uring engine refused: " << why_not);
+  CHECK_FALSE(queue.closed());
+
+  // The fallback pool reads a job pushed after the failure.
+  void* mem = std::aligned_alloc(4096, kSlots * kSlotBytes);
+  REQUIRE(mem != nullptr);
+  std::unique_ptr<void, void (*)(void*)> hold(mem, std::free);
+  auto* base = static_cast<uint8_t*>(mem);
+  TempFile file(kSlotBytes);
+  Done d;
+  auto pool = make_pread_engine(queue, [&](const ReadJob& j, int64_t r, uint64_t) {
+    std::lock_guard lock(d.mu);
+    d.results.push_back({j, r});
+    d.cv.notify_all();
+  }, 2);
+  ReadJob j;
+  j.slot = 1;
+  j.generation = 1;
+  j.fd = file.fd;
+  j.bytes = uint32_t(kSlotBytes);
+  j.dst = base + kSlotBytes;
+  queue.push(j, true);
+  {
+    std::unique_lock lock(d.mu);
+    REQUIRE(d.cv.wait_for(lock, std::chrono::seconds(30), [&] { return !d.results.empty(); }));
+    CHECK_EQ(d.results[0].second, int64_t(kSlotBytes));
+    CHECK_EQ(base[kSlotBytes + 5], uint8_t(5 * 7 + 3));
+  }
+  pool->stop();
+  CHECK(queue.closed());  // stopping the engine that runs is what closes the queue
+}
