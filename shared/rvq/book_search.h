@@ -22,6 +22,8 @@ struct StageBook {
 struct PreparedBooks {
   StageBook stage[kVqStages];
 };
+// One stage's 256 entries (row-major [256][8]) into its search layout; prepare_books does all three.
+void prepare_stage(const float* entries, StageBook& b);
 void prepare_books(const float* books, PreparedBooks& out);
 
 using ScoresFn = void (*)(const float* q, const StageBook& b, float* out);  // out[256]
