@@ -47,6 +47,8 @@ ScoresFn scores_fn() {
     case SimdLevel::Avx2: return scores_avx2;
     default: break;
   }
+#elif defined(__aarch64__)
+  if (simd_level() == SimdLevel::Neon) return scores_neon;
 #endif
   return scores_scalar;
 }
@@ -58,6 +60,8 @@ NearestFn nearest_fn() {
     case SimdLevel::Avx2: return nearest_avx2;
     default: break;
   }
+#elif defined(__aarch64__)
+  if (simd_level() == SimdLevel::Neon) return nearest_neon;
 #endif
   return nearest_scalar;
 }

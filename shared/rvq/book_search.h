@@ -36,6 +36,9 @@ void scores_avx2(const float* q, const StageBook& b, float* out);
 int nearest_avx2(const float* q, const StageBook& b, float* best_score);
 void scores_avx512(const float* q, const StageBook& b, float* out);
 int nearest_avx512(const float* q, const StageBook& b, float* best_score);
+#elif defined(__aarch64__)
+void scores_neon(const float* q, const StageBook& b, float* out);
+int nearest_neon(const float* q, const StageBook& b, float* best_score);
 #endif
 
 // The best functions for this CPU (simd_level()).
