@@ -81,20 +81,25 @@ constexpr int kChunks = kVqTileRows / 16;  // 16-row lookups per tile line
 // indices 0-63 and 0 elsewhere; each TBX fills in the next quarter's lanes from idx - 64k,
 // which is in 0..63 exactly for that quarter (out-of-range lanes, including the wrapped
 // ones below 0, keep what they have).
-inline uint8x16_t lookup256(const uint8x16x4_t T[4], uint8x16_t idx, uint8x16_t c64) {
-  uint8x16_t r = vqtbl4q_u8(T[0], idx);
+// (The quarters are four named values, not an array: GCC 12 kept an array of register tuples
+// on the stack, a store and a reload per quarter and stage.)
+inline uint8x16_t lookup256(uint8x16x4_t t0, uint8x16x4_t t1, uint8x16x4_t t2, uint8x16x4_t t3, uint8x16_t idx,
+                            uint8x16_t c64) {
+  uint8x16_t r = vqtbl4q_u8(t0, idx);
   uint8x16_t k = vsubq_u8(idx, c64);
-  r = vqtbx4q_u8(r, T[1], k);
+  r = vqtbx4q_u8(r, t1, k);
   k = vsubq_u8(k, c64);
-  r = vqtbx4q_u8(r, T[2], k);
+  r = vqtbx4q_u8(r, t2, k);
   k = vsubq_u8(k, c64);
-  return vqtbx4q_u8(r, T[3], k);
+  return vqtbx4q_u8(r, t3, k);
 }
 
 // One row tile (64 rows) for all n inputs. accf holds n*64 floats, row order. One tile, not the
 // AVX-512 kernel's groups of 4: a stage's table takes 16 of the 32 vector registers and the 64
 // rows' u16 sums 8 more, so a second tile's sums would spill.
-void lut_tile(const uint8_t* codes, const uint16_t* scales, int rows, int G, const RvqTables* const* t, int n,
+// noinline: inlined into matmul_tiles_neon, GCC 12 ran out of general registers and spilled
+// the loop's pointers to the stack inside the stage loop.
+__attribute__((noinline)) void lut_tile(const uint8_t* codes, const uint16_t* scales, int rows, int G, const RvqTables* const* t, int n,
               float* y, size_t y_stride, int tile, float* accf) {
   const uint8_t* base = codes + size_t(tile) * G * kVqStages * kVqTileRows;
   std::fill(accf, accf + size_t(n) * kVqTileRows, 0.0f);
@@ -115,12 +120,14 @@ void lut_tile(const uint8_t* codes, const uint16_t* scales, int rows, int G, con
         if (i == 0 && g + kCodePrefetchAhead < G)
           prefetch_range(c + kCodePrefetchAhead * kVqStages * kVqTileRows, kVqStages * kVqTileRows);
         for (int s = 0; s < kVqStages; ++s) {
-          uint8x16x4_t T[4];
-          for (int p = 0; p < 4; ++p) T[p] = vld1q_u8_x4(tg + s * kVqEntries + p * 64);
+          const uint8_t* ts = tg + s * kVqEntries;
+          const uint8x16x4_t t0 = vld1q_u8_x4(ts), t1 = vld1q_u8_x4(ts + 64), t2 = vld1q_u8_x4(ts + 128),
+                             t3 = vld1q_u8_x4(ts + 192);
           const uint8x16x4_t idx = vld1q_u8_x4(c + s * kVqTileRows);
-          const uint8x16_t ix[kChunks] = {idx.val[0], idx.val[1], idx.val[2], idx.val[3]};
+          // Unrolled, so acc[] and idx stay in registers (GCC 12 left both on the stack).
+#pragma GCC unroll 4
           for (int k = 0; k < kChunks; ++k) {
-            const uint8x16_t v = lookup256(T, ix[k], c64);
+            const uint8x16_t v = lookup256(t0, t1, t2, t3, idx.val[k], c64);
             acc[2 * k] = vaddw_u8(acc[2 * k], vget_low_u8(v));
             acc[2 * k + 1] = vaddw_high_u8(acc[2 * k + 1], v);
           }
