@@ -112,8 +112,9 @@ inline uint8x16_t lookup256(uint8x16x4_t t0, uint8x16x4_t t1, uint8x16x4_t t2, u
 // rows' u16 sums 8 more, so a second tile's sums would spill.
 // noinline: inlined into matmul_tiles_neon, GCC 12 ran out of general registers and spilled
 // the loop's pointers to the stack inside the stage loop.
-__attribute__((noinline)) void lut_tile(const uint8_t* codes, const uint16_t* scales, int rows, int G, const RvqTables* const* t, int n,
-              float* y, size_t y_stride, int tile, float* accf) {
+__attribute__((noinline)) void lut_tile(const uint8_t* codes, const uint16_t* scales, int rows, int G,
+                                        const RvqTables* const* t, int n, float* y, size_t y_stride, int tile,
+                                        float* accf) {
   const uint8_t* base = codes + size_t(tile) * G * kVqStages * kVqTileRows;
   std::fill(accf, accf + size_t(n) * kVqTileRows, 0.0f);
   const uint8x16_t c64 = vdupq_n_u8(64);
@@ -128,7 +129,8 @@ __attribute__((noinline)) void lut_tile(const uint8_t* codes, const uint16_t* sc
         const uint8_t* tg = q + size_t(g) * kVqStages * kVqEntries;
         const uint8_t* c = base + size_t(g) * kVqStages * kVqTileRows;
         // A prefill's tables come from memory, not L2 (see lut_avx512.cpp): fetch ahead.
-        if (g + kTablePrefetchAhead < G) prefetch_range(tg + kTablePrefetchAhead * kVqStages * kVqEntries, kVqStages * kVqEntries);
+        if (g + kTablePrefetchAhead < G)
+          prefetch_range(tg + kTablePrefetchAhead * kVqStages * kVqEntries, kVqStages * kVqEntries);
         // A decode's codes stream from memory once; with n > 1 they are in L1 after token 0.
         if (i == 0 && g + kCodePrefetchAhead < G)
           prefetch_range(c + kCodePrefetchAhead * kVqStages * kVqTileRows, kVqStages * kVqTileRows);
