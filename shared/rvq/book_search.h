@@ -22,6 +22,8 @@ struct StageBook {
 struct PreparedBooks {
   StageBook stage[kVqStages];
 };
+// One stage's 256 entries (row-major [256][8]) into its search layout; prepare_books does all three.
+void prepare_stage(const float* entries, StageBook& b);
 void prepare_books(const float* books, PreparedBooks& out);
 
 using ScoresFn = void (*)(const float* q, const StageBook& b, float* out);  // out[256]
@@ -34,6 +36,9 @@ void scores_avx2(const float* q, const StageBook& b, float* out);
 int nearest_avx2(const float* q, const StageBook& b, float* best_score);
 void scores_avx512(const float* q, const StageBook& b, float* out);
 int nearest_avx512(const float* q, const StageBook& b, float* best_score);
+#elif defined(__aarch64__)
+void scores_neon(const float* q, const StageBook& b, float* out);
+int nearest_neon(const float* q, const StageBook& b, float* best_score);
 #endif
 
 // The best functions for this CPU (simd_level()).

@@ -2,7 +2,8 @@
 // `Isa` (shared/kernels/simd_traits.h): kLanes entries scored per instruction, in the exact
 // operation order book_search.h defines (multiply by mul_exact, then add, dimension by
 // dimension), so every path gives the scalar scores bit for bit. Include only from
-// book_search_avx2.cpp / book_search_avx512.cpp (internal linkage, see simd_traits.h).
+// book_search_avx2.cpp / book_search_avx512.cpp / book_search_neon.cpp (internal linkage, see
+// simd_traits.h).
 #pragma once
 #include "shared/rvq/book_search.h"
 

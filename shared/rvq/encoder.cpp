@@ -146,18 +146,6 @@ std::vector<float> training_vectors(const float* rows, size_t n_rows, int cols, 
   return v;
 }
 
-void prepare_one(const float* entries, StageBook& b) {
-  for (int j = 0; j < K; ++j) {
-    float n = 0;
-    for (int d = 0; d < D; ++d) {
-      b.t[d][j] = entries[j * D + d];
-      b.rows[j][d] = entries[j * D + d];
-      n += entries[j * D + d] * entries[j * D + d];
-    }
-    b.norms[j] = n;
-  }
-}
-
 // k-means++ seeding on (a subsample of) the data, then Lloyd iterations on all of it.
 void kmeans_stage(const std::vector<float>& data, size_t n, const RvqOptions& opt, uint64_t seed, float* centers) {
   ThreadPool& pool = pool_of(opt);
@@ -195,7 +183,7 @@ void kmeans_stage(const std::vector<float>& data, size_t n, const RvqOptions& op
   std::vector<float> dist(n);
   auto sb = std::make_unique<StageBook>();
   for (int it = 0; it < opt.kmeans_iters; ++it) {
-    prepare_one(centers, *sb);
+    rvq_detail::prepare_stage(centers, *sb);
     pool.parallel_for(n, 4096, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         const float* x = &data[i * D];
@@ -246,7 +234,7 @@ std::vector<float> train_codebooks(const float* rows_sample, size_t n_rows, int 
     float* c = books.data() + size_t(s) * K * D;
     kmeans_stage(residual, n, opt, opt.seed + 7919u * uint64_t(s + 1), c);
     auto sb = std::make_unique<StageBook>();
-    prepare_one(c, *sb);
+    rvq_detail::prepare_stage(c, *sb);
     auto nearest = rvq_detail::nearest_fn();
     pool.parallel_for(n, 4096, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {

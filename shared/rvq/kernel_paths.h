@@ -27,6 +27,10 @@ void matmul_tiles_avx512(const uint8_t* codes, const uint16_t* scales, int rows,
                          int n, float* y, size_t y_stride, int tile_begin, int tile_end);
 void matmul_tiles_avx2(const uint8_t* codes, const uint16_t* scales, int rows, int cols, const RvqTables* const* t,
                        int n, float* y, size_t y_stride, int tile_begin, int tile_end);
+#elif defined(__aarch64__)
+float table_block_neon(const float* x, int nv, const BooksT& b, uint8_t* q);
+void matmul_tiles_neon(const uint8_t* codes, const uint16_t* scales, int rows, int cols, const RvqTables* const* t,
+                       int n, float* y, size_t y_stride, int tile_begin, int tile_end);
 #endif
 
 }  // namespace waste::rvq_detail

@@ -19,10 +19,14 @@ using namespace rvq_detail;
 
 namespace {
 
-// The LUT path needs VBMI byte permutes; simd_level() reports Avx512 only with VBMI.
+// The path of a level: the x86 LUT path needs VBMI byte permutes (simd_level() reports Avx512
+// only with VBMI), AVX2 decodes instead; on aarch64 Neon is the TBL/TBX LUT path. A level of
+// the other architecture's chain (a test asking for it) runs the scalar reference.
 SimdLevel kernel_level(SimdLevel level) {
 #if defined(__x86_64__)
   if (level == SimdLevel::Avx512 || level == SimdLevel::Avx2) return level;
+#elif defined(__aarch64__)
+  if (level == SimdLevel::Neon) return level;
 #endif
   return SimdLevel::Scalar;
 }
@@ -82,6 +86,11 @@ void build_tables_at(SimdLevel level, const float* x, int cols, const float* boo
       out.block_scale[size_t(b)] = table_block_avx512(x + g0 * kVqDim, nv, bt, q);
       continue;
     }
+#elif defined(__aarch64__)
+    if (level == SimdLevel::Neon) {
+      out.block_scale[size_t(b)] = table_block_neon(x + g0 * kVqDim, nv, bt, q);
+      continue;
+    }
 #endif
     out.block_scale[size_t(b)] = table_block_scalar(x + g0 * kVqDim, nv, bt, q);
   }
@@ -102,6 +111,8 @@ void rvq_matmul_at(SimdLevel level, const uint8_t* codes, const uint16_t* scales
 #if defined(__x86_64__)
   if (level == SimdLevel::Avx512) return matmul_tiles_avx512(codes, scales, rows, cols, t, n, y, y_stride, tile_begin, tile_end);
   if (level == SimdLevel::Avx2) return matmul_tiles_avx2(codes, scales, rows, cols, t, n, y, y_stride, tile_begin, tile_end);
+#elif defined(__aarch64__)
+  if (level == SimdLevel::Neon) return matmul_tiles_neon(codes, scales, rows, cols, t, n, y, y_stride, tile_begin, tile_end);
 #endif
   matmul_tiles_scalar(codes, scales, rows, cols, t, n, y, y_stride, tile_begin, tile_end);
 }

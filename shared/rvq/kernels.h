@@ -8,10 +8,11 @@
 // so lookups add as unsigned bytes; sums are exact integers per block, then
 //   acc[r] += float(block_sum - 384 * n_vectors_in_block) * block_scale   (multiply, then add)
 //   y[r]    = acc[r] * f16_to_f32(scale[r])
-// The scalar path is the reference; the AVX-512 (VBMI) path computes the same integers and
-// the same float operations in the same order, so its output is bit-identical. The AVX2 path
-// (no byte permutes) instead decodes each vector to f32 and uses FMA with x: it is exact to
-// f32 rounding (no table quantisation) and is checked against decoded weights.
+// The scalar path is the reference; the AVX-512 (VBMI) and NEON (TBL/TBX) paths compute the
+// same integers and the same float operations in the same order, so their output is
+// bit-identical. The AVX2 path (no byte permutes) instead decodes each vector to f32 and uses
+// FMA with x: it is exact to f32 rounding (no table quantisation) and is checked against
+// decoded weights.
 //
 // Usage per token and layer:
 //   ExpertTables t; build_expert_tables(x, hidden, layer_codebooks, t);   // once

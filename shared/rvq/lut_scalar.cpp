@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "shared/rvq/kernel_paths.h"
+#include "shared/rvq/mul_exact.h"
 #include "shared/util/half.h"
 
 namespace waste::rvq_detail {
@@ -21,8 +22,8 @@ float table_block_scalar(const float* x, int nv, const BooksT& b, uint8_t* q) {
   for (int v = 0; v < nv; ++v)
     for (int s = 0; s < kVqStages; ++s)
       for (int j = 0; j < kVqEntries; ++j) {
-        float a = b.t[s][0][j] * x[v * kVqDim];
-        for (int d = 1; d < kVqDim; ++d) a = a + b.t[s][d][j] * x[v * kVqDim + d];
+        float a = mul_exact(b.t[s][0][j], x[v * kVqDim]);  // a plain product would fuse with the first add
+        for (int d = 1; d < kVqDim; ++d) a = a + mul_exact(b.t[s][d][j], x[v * kVqDim + d]);
         f[v][s * kVqEntries + j] = a;
         maxabs = std::max(maxabs, std::fabs(a));
       }
@@ -55,7 +56,7 @@ void matmul_tiles_scalar(const uint8_t* codes, const uint16_t* scales, int rows,
             for (int s = 0; s < kVqStages; ++s)
               sum += tb.q[(size_t(g) * kVqStages + s) * kVqEntries + tc[(size_t(g) * kVqStages + s) * kVqTileRows + rr]];
           sum -= kLutBias * kVqStages * (g1 - g0);
-          acc = acc + float(sum) * tb.block_scale[size_t(b)];
+          acc = acc + mul_exact(float(sum), tb.block_scale[size_t(b)]);
         }
         const int r = tile * kVqTileRows + rr;
         y[size_t(i) * y_stride + size_t(r)] = acc * f16_to_f32(scales[r]);

@@ -1,7 +1,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "shared/container/format.h"
@@ -62,8 +64,38 @@ TEST_CASE("nearest-entry search: every SIMD path returns the scalar index and sc
       CHECK(rvq_detail::nearest_avx512(&q[size_t(i) * 8], pb.stage[i % 3], &s2) == j0);
       CHECK(s2 == s0);
     }
+#elif defined(__aarch64__)
+    if (f.neon) {
+      float s3;
+      CHECK(rvq_detail::nearest_neon(&q[size_t(i) * 8], pb.stage[i % 3], &s3) == j0);
+      CHECK(s3 == s0);
+      alignas(64) float a[256], b[256];
+      rvq_detail::scores_scalar(&q[size_t(i) * 8], pb.stage[i % 3], a);
+      rvq_detail::scores_neon(&q[size_t(i) * 8], pb.stage[i % 3], b);
+      CHECK(std::memcmp(a, b, sizeof a) == 0);
+    }
 #endif
   }
+  // Equal scores go to the lowest index on every path: entry 3 copied to 7 (the same lane of
+  // the next 4- or 8-wide step), 130 and 255 (other lanes); the query is entry 3 itself.
+  std::vector<float> dup = books;
+  for (int j : {7, 130, 255}) std::copy(dup.begin() + 3 * 8, dup.begin() + 4 * 8, dup.begin() + j * 8);
+  rvq_detail::PreparedBooks pd;
+  rvq_detail::prepare_books(dup.data(), pd);
+  const float* q3 = &dup[3 * 8];
+  CHECK(rvq_detail::nearest_scalar(q3, pd.stage[0], nullptr) == 3);
+  CHECK(rvq_detail::nearest_fn()(q3, pd.stage[0], nullptr) == 3);
+#if defined(__x86_64__)
+  if (f.avx2 && f.fma) CHECK(rvq_detail::nearest_avx2(q3, pd.stage[0], nullptr) == 3);
+  if (f.avx512f && f.avx512bw) CHECK(rvq_detail::nearest_avx512(q3, pd.stage[0], nullptr) == 3);
+#elif defined(__aarch64__)
+  if (f.neon) CHECK(rvq_detail::nearest_neon(q3, pd.stage[0], nullptr) == 3);
+  // The dispatch: NEON unless WASTE_SIMD=scalar (the log of each run names the level).
+  MESSAGE("book search path: " << std::string(simd_level_name(simd_level())));
+  const bool neon = simd_level() == SimdLevel::Neon;  // (bools: doctest cannot print a function pointer)
+  CHECK((rvq_detail::nearest_fn() == &rvq_detail::nearest_neon) == neon);
+  CHECK((rvq_detail::scores_fn() == &rvq_detail::scores_neon) == neon);
+#endif
 }
 
 TEST_CASE("encode/decode: Gaussian error in range, beam no worse than greedy, deterministic") {

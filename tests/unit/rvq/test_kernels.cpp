@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "shared/container/format.h"
@@ -60,8 +61,15 @@ double rel_err(const float* y, const std::vector<double>& ref) {
   return std::sqrt(e / s);
 }
 
-bool have_avx512() { return simd_level() == SimdLevel::Avx512; }
 bool have_avx2() { return simd_level() == SimdLevel::Avx2 || simd_level() == SimdLevel::Avx512; }
+
+// The SIMD paths of this CPU (under the WASTE_SIMD cap) that must equal the scalar reference
+// bit for bit: the table-lookup paths, AVX-512 (VBMI) on x86 and NEON (TBL/TBX) on aarch64.
+// AVX2 decodes instead and is checked against the decoded weights.
+std::vector<SimdLevel> exact_lut_levels() {
+  if (simd_level() == SimdLevel::Avx512 || simd_level() == SimdLevel::Neon) return {simd_level()};
+  return {};
+}
 
 // Codebooks with the energy split of a trained RVQ (later stages smaller).
 std::vector<float> books_like_trained(uint64_t seed) {
@@ -84,8 +92,8 @@ TEST_CASE("lut kernels: SIMD paths against the scalar reference on odd shapes") 
     Matrix m = random_matrix(rows, cols, books.data(), ++seed);
     const int n = 3;
     std::vector<float> xs = gaussian(size_t(n) * cols, ++seed);
-    std::vector<RvqTables> ts(n), ts512(n), ts2(n);
-    std::vector<const RvqTables*> p(n), p512(n), p2(n);
+    std::vector<RvqTables> ts(n), tsimd(n), ts2(n);
+    std::vector<const RvqTables*> p(n), psimd(n), p2(n);
     for (int i = 0; i < n; ++i) {
       build_tables_at(SimdLevel::Scalar, &xs[size_t(i) * cols], cols, books.data(), ts[size_t(i)]);
       p[size_t(i)] = &ts[size_t(i)];
@@ -101,16 +109,17 @@ TEST_CASE("lut kernels: SIMD paths against the scalar reference on odd shapes") 
       worst_q = std::max(worst_q, e);
       CHECK(e < 0.03);
     }
-    if (have_avx512()) {
+    for (SimdLevel level : exact_lut_levels()) {
+      CAPTURE(std::string(simd_level_name(level)));
       for (int i = 0; i < n; ++i) {
-        build_tables_at(SimdLevel::Avx512, &xs[size_t(i) * cols], cols, books.data(), ts512[size_t(i)]);
-        CHECK(ts512[size_t(i)].q == ts[size_t(i)].q);
-        CHECK(ts512[size_t(i)].block_scale == ts[size_t(i)].block_scale);
-        p512[size_t(i)] = &ts512[size_t(i)];
+        build_tables_at(level, &xs[size_t(i) * cols], cols, books.data(), tsimd[size_t(i)]);
+        CHECK(tsimd[size_t(i)].q == ts[size_t(i)].q);
+        CHECK(tsimd[size_t(i)].block_scale == ts[size_t(i)].block_scale);
+        psimd[size_t(i)] = &tsimd[size_t(i)];
       }
-      std::vector<float> y5(y.size(), -2.0f);
-      rvq_matmul_at(SimdLevel::Avx512, m.codes.data(), m.scales.data(), rows, cols, p512.data(), n, y5.data(), size_t(rows), 0, tiles);
-      CHECK(std::memcmp(y5.data(), y.data(), y.size() * 4) == 0);
+      std::vector<float> ysimd(y.size(), -2.0f);
+      rvq_matmul_at(level, m.codes.data(), m.scales.data(), rows, cols, psimd.data(), n, ysimd.data(), size_t(rows), 0, tiles);
+      CHECK(std::memcmp(ysimd.data(), y.data(), y.size() * 4) == 0);
     }
     if (have_avx2()) {
       for (int i = 0; i < n; ++i) {
@@ -124,6 +133,101 @@ TEST_CASE("lut kernels: SIMD paths against the scalar reference on odd shapes") 
     }
   }
   MESSAGE("worst relative output error of int8 tables: " << worst_q);
+}
+
+TEST_CASE("lut kernels: the dispatched path equals the scalar bit for bit on random shapes, n and tile ranges") {
+  // Which path this run exercises (WASTE_SIMD and QEMU_CPU change it): the log says.
+  MESSAGE("RVQ kernel path: " << std::string(simd_level_name(simd_level())) << "; " << cpu_summary());
+#if defined(__aarch64__)
+  // Every ARMv8-A Linux CPU has Advanced SIMD: unless WASTE_SIMD=scalar, NEON must be chosen.
+  if (cpu_features().neon && simd_level() != SimdLevel::Scalar) CHECK(simd_level() == SimdLevel::Neon);
+#endif
+  std::vector<float> books = books_like_trained(14);
+  std::mt19937_64 rng(77);
+  const int row_choices[] = {1, 2, 3, 15, 16, 17, 31, 33, 63, 64, 65, 100, 128, 129, 191, 257};
+  const int col_choices[] = {8, 16, 24, 56, 64, 72, 120, 128, 136, 200, 264};
+  const int n_choices[] = {1, 2, 3, 8, 70};  // 70: more tokens than a kernel's chunk of 64
+  int cases = 0;
+  for (int iter = 0; iter < 24; ++iter) {
+    const int rows = row_choices[rng() % std::size(row_choices)];
+    const int cols = col_choices[rng() % std::size(col_choices)];
+    const int n = n_choices[iter % std::size(n_choices)];
+    CAPTURE(rows);
+    CAPTURE(cols);
+    CAPTURE(n);
+    Matrix m = random_matrix(rows, cols, books.data(), rng());
+    std::vector<float> xs = gaussian(size_t(n) * cols, rng(), 2.0f);
+    std::vector<RvqTables> ts(static_cast<size_t>(n)), td(static_cast<size_t>(n));
+    std::vector<const RvqTables*> p(static_cast<size_t>(n)), pd(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      build_tables_at(SimdLevel::Scalar, &xs[size_t(i) * cols], cols, books.data(), ts[size_t(i)]);
+      build_tables(&xs[size_t(i) * cols], cols, books.data(), td[size_t(i)]);
+      p[size_t(i)] = &ts[size_t(i)];
+      pd[size_t(i)] = &td[size_t(i)];
+    }
+    const int tiles = (rows + 63) / 64;
+    // Padding (rows of y past `rows` and a wider stride) must stay untouched.
+    const size_t stride = size_t(rows) + 5;
+    std::vector<float> ys(size_t(n) * stride, -1.0f);
+    rvq_matmul_at(SimdLevel::Scalar, m.codes.data(), m.scales.data(), rows, cols, p.data(), n, ys.data(), stride, 0, tiles);
+    if (simd_level() != SimdLevel::Avx2) {  // AVX2 decodes: checked against the weights above
+      std::vector<float> yd(ys.size(), -1.0f);
+      rvq_matmul(m.codes.data(), m.scales.data(), rows, cols, pd.data(), n, yd.data(), stride);
+      for (int i = 0; i < n; ++i) CHECK(td[size_t(i)].q == ts[size_t(i)].q);
+      CHECK(std::memcmp(yd.data(), ys.data(), ys.size() * 4) == 0);
+    }
+    for (SimdLevel level : exact_lut_levels()) {
+      CAPTURE(std::string(simd_level_name(level)));
+      // The tiles in two ranges, as the thread pool splits them.
+      const int split = int(rng() % uint64_t(tiles + 1));
+      std::vector<float> yl(ys.size(), -1.0f);
+      rvq_matmul_at(level, m.codes.data(), m.scales.data(), rows, cols, p.data(), n, yl.data(), stride, 0, split);
+      rvq_matmul_at(level, m.codes.data(), m.scales.data(), rows, cols, p.data(), n, yl.data(), stride, split, tiles);
+      CHECK(std::memcmp(yl.data(), ys.data(), ys.size() * 4) == 0);
+      ++cases;
+    }
+  }
+  MESSAGE(cases << " shape cases compared with the scalar on a SIMD LUT path");
+  if (!exact_lut_levels().empty()) CHECK(cases == 24);
+}
+
+TEST_CASE("build_tables: every path rounds ties to even and gives a zero block scale 0 and the bias") {
+  // Integer-valued books and x make every table entry an exact integer f whatever the order of
+  // the adds; one entry of 254 makes the scale 127/254 = 0.5, so odd entries land on ties.
+  std::vector<float> books(kCodebookFloats);
+  std::mt19937_64 rng(5);
+  for (auto& b : books) b = float(int(rng() % 15) - 7) / 8.0f;  // |entry . x| <= 56 < 254
+  for (int d = 0; d < kVqDim; ++d) books[size_t(d)] = 31.75f;      // stage 0, entry 0: 8 * 31.75 = 254
+  const int cols = 2 * kLutBlockVectors * kVqDim;                  // two blocks; the second x = 0
+  std::vector<float> x(size_t(cols), 0.0f);
+  for (int c = 0; c < cols / 2; ++c) x[size_t(c)] = 1.0f;
+  std::vector<SimdLevel> levels = {SimdLevel::Scalar};
+  for (SimdLevel l : exact_lut_levels()) levels.push_back(l);
+  for (SimdLevel level : levels) {
+    CAPTURE(std::string(simd_level_name(level)));
+    RvqTables t;
+    build_tables_at(level, x.data(), cols, books.data(), t);
+    REQUIRE(t.block_scale.size() == 2);
+    CHECK(t.block_scale[0] == 2.0f);
+    CHECK(t.block_scale[1] == 0.0f);
+    int ties = 0;
+    for (int g = 0; g < kLutBlockVectors; ++g)  // the first block: every position has x = 1
+      for (int s = 0; s < kVqStages; ++s)
+        for (int j = 0; j < kVqEntries; ++j) {
+          float f = 0;
+          for (int d = 0; d < kVqDim; ++d) f += books[(size_t(s) * kVqEntries + j) * kVqDim + d];
+          const long fi = std::lround(f * 8.0f);  // entries are multiples of 1/8
+          const int got = t.q[(size_t(g) * kVqStages + s) * kVqEntries + j];
+          if (fi % 8 == 0 && (fi / 8) % 2 != 0) {  // an odd integer: f / 2 is a tie
+            ++ties;
+            const long half = fi / 8 / 2 + ((fi / 8) > 0 ? ((fi / 8 / 2) % 2 != 0) : -((fi / 8 / 2) % 2 != 0));
+            CHECK(got == 128 + half);
+          }
+          CHECK(got == 128 + int(std::nearbyint(f * 0.5f)));
+        }
+    CHECK(ties > 100);  // the rule above was exercised, not vacuous
+    for (size_t k = size_t(kLutBlockVectors) * kVqStages * kVqEntries; k < t.q.size(); ++k) REQUIRE(t.q[k] == 128);
+  }
 }
 
 TEST_CASE("rvq_matvec: thread count and batching do not change a bit") {
