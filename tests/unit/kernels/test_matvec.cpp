@@ -20,12 +20,9 @@ namespace {
 const TensorFormat kFormats[] = {TensorFormat::F32, TensorFormat::BF16, TensorFormat::F16, TensorFormat::Q8G,
                                  TensorFormat::Q4G};
 
-std::vector<KernelPath> available_paths() {
-  std::vector<KernelPath> paths;
-  for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})
-    if (kernel_path_available(p)) paths.push_back(p);
-  return paths;
-}
+// Every path of this CPU (matvec_paths.h's one list), whatever WASTE_SIMD says: the cap
+// chooses matvec()'s path, these tests compare all of them.
+std::vector<KernelPath> available_paths() { return available_kernel_paths(); }
 
 bool quantized(TensorFormat f) { return f == TensorFormat::Q8G || f == TensorFormat::Q4G; }
 

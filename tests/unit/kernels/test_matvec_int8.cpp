@@ -22,12 +22,9 @@ using namespace waste::test;
 
 namespace {
 
-std::vector<KernelPath> available_paths() {
-  std::vector<KernelPath> paths;
-  for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})
-    if (kernel_path_available(p)) paths.push_back(p);
-  return paths;
-}
+// Every path of this CPU (matvec_paths.h's one list), whatever WASTE_SIMD says: the cap
+// chooses matvec()'s path, these tests compare all of them.
+std::vector<KernelPath> available_paths() { return available_kernel_paths(); }
 
 struct Shape {
   int64_t rows, cols;
