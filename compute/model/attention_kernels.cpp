@@ -63,12 +63,14 @@ void mla_weighted_sum_scalar(int G, const float* p, int64_t p_stride, const floa
 
 using namespace attention_paths;
 
-// Builds without x86 SIMD sources (other architectures) only ever take the scalar branch.
+// Each architecture builds only its own SIMD sources; a level of another chain never occurs.
 void kda_step(SimdLevel level, int K, const float* q, const float* k, const float* v, const float* alpha, float beta,
               float* S, float* o) {
 #if defined(__x86_64__)
   if (level == SimdLevel::Avx512) return kda_step_avx512(K, q, k, v, alpha, beta, S, o);
   if (level == SimdLevel::Avx2) return kda_step_avx2(K, q, k, v, alpha, beta, S, o);
+#elif defined(__aarch64__)
+  if (level == SimdLevel::Neon) return kda_step_neon(K, q, k, v, alpha, beta, S, o);
 #endif
   kda_step_columns_scalar(K, 0, K, q, k, v, alpha, beta, S, o);
 }
@@ -78,6 +80,8 @@ void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const 
 #if defined(__x86_64__)
   if (level == SimdLevel::Avx512) return mla_scores_avx512(G, q, q_stride, rows, len, width, scale, p, p_stride);
   if (level == SimdLevel::Avx2) return mla_scores_avx2(G, q, q_stride, rows, len, width, scale, p, p_stride);
+#elif defined(__aarch64__)
+  if (level == SimdLevel::Neon) return mla_scores_neon(G, q, q_stride, rows, len, width, scale, p, p_stride);
 #endif
   mla_scores_scalar(G, q, q_stride, rows, len, width, scale, p, p_stride);
 }
@@ -87,6 +91,8 @@ void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, 
 #if defined(__x86_64__)
   if (level == SimdLevel::Avx512) return mla_weighted_sum_avx512(G, p, p_stride, rows, len, width, r, o, o_stride);
   if (level == SimdLevel::Avx2) return mla_weighted_sum_avx2(G, p, p_stride, rows, len, width, r, o, o_stride);
+#elif defined(__aarch64__)
+  if (level == SimdLevel::Neon) return mla_weighted_sum_neon(G, p, p_stride, rows, len, width, r, o, o_stride);
 #endif
   mla_weighted_sum_scalar(G, p, p_stride, rows, len, width, r, o, o_stride);
 }

@@ -1,7 +1,7 @@
 // The inner loops of attention at decode (and MLA prefill): the KDA delta-rule step of one
 // head, and MLA scores / weighted latent sums over the cache. Each has a portable scalar path
 // (the reference: the order of operations of the original per-token loops) and AVX2 /
-// AVX-512 paths chosen at run time; the SIMD paths differ from scalar only by float
+// AVX-512 (x86) or NEON (aarch64) paths chosen at run time; the SIMD paths differ from scalar only by float
 // reordering and fused multiply-adds. Threading is the caller's (kda.cpp, mla.cpp): every
 // function here works on its own heads only, so a split over threads never changes a bit.
 #pragma once
@@ -54,6 +54,12 @@ void mla_weighted_sum_avx2(int G, const float* p, int64_t p_stride, const float*
                            float* o, int64_t o_stride);
 void mla_weighted_sum_avx512(int G, const float* p, int64_t p_stride, const float* rows, int64_t len, int width, int r,
                              float* o, int64_t o_stride);
+void kda_step_neon(int K, const float* q, const float* k, const float* v, const float* alpha, float beta, float* S,
+                   float* o);
+void mla_scores_neon(int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width, float scale,
+                     float* p, int64_t p_stride);
+void mla_weighted_sum_neon(int G, const float* p, int64_t p_stride, const float* rows, int64_t len, int width, int r,
+                           float* o, int64_t o_stride);
 }  // namespace attention_paths
 
 }  // namespace waste

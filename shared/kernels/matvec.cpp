@@ -1,5 +1,5 @@
-// Dispatch of the trunk matvec/matmul to a path (scalar, AVX2, AVX-512) and the row split
-// over a thread pool.
+// Dispatch of the trunk matvec/matmul to a path (scalar, AVX2, AVX-512, NEON and its int8
+// variants) and the row split over a thread pool.
 #include <algorithm>
 #include <string>
 
@@ -26,6 +26,9 @@ const char* kernel_path_name(KernelPath path) {
     case KernelPath::Scalar: return "scalar";
     case KernelPath::Avx2: return "avx2";
     case KernelPath::Avx512: return "avx512";
+    case KernelPath::Neon: return "neon";
+    case KernelPath::NeonDotprod: return "neon-dotprod";
+    case KernelPath::NeonI8mm: return "neon-i8mm";
   }
   return "?";
 }
@@ -37,17 +40,34 @@ bool kernel_path_available(KernelPath path) {
 #if defined(__x86_64__)
     case KernelPath::Avx2: return f.avx2 && f.fma && f.f16c;
     case KernelPath::Avx512: return f.avx2 && f.fma && f.avx512f && f.avx512bw && f.avx512vl;
-#else
-    default: return false;
+#elif defined(__aarch64__)
+    case KernelPath::Neon: return f.neon;
+    case KernelPath::NeonDotprod: return f.neon && f.asimddp;
+    // SMMLA is ARMv8.6, which has SDOT too; asking for both keeps the one-token fallback
+    // (SDOT) honest on a CPU (or a qemu model) that reports i8mm alone.
+    case KernelPath::NeonI8mm: return f.neon && f.asimddp && f.i8mm;
 #endif
+    default: return false;
   }
   return false;
+}
+
+std::vector<KernelPath> available_kernel_paths() {
+  std::vector<KernelPath> paths;
+  for (KernelPath p : kAllKernelPaths)
+    if (kernel_path_available(p)) paths.push_back(p);
+  return paths;
 }
 
 KernelPath best_kernel_path() {
   switch (simd_level()) {
     case SimdLevel::Avx512: return KernelPath::Avx512;
     case SimdLevel::Avx2: return KernelPath::Avx2;
+    case SimdLevel::Neon:
+      // WASTE_SIMD has one aarch64 level (neon); the int8 variants follow the CPU's features.
+      if (kernel_path_available(KernelPath::NeonI8mm)) return KernelPath::NeonI8mm;
+      if (kernel_path_available(KernelPath::NeonDotprod)) return KernelPath::NeonDotprod;
+      return KernelPath::Neon;
     default: return KernelPath::Scalar;
   }
 }
@@ -100,6 +120,10 @@ void matmul_int8_path([[maybe_unused]] KernelPath path, const MatrixView& w, con
 #if defined(__x86_64__)
   if (path == KernelPath::Avx512 && cpu_features().avx512vnni) return matmul_int8_avx512(w, x, n, y, pool);
   if (path == KernelPath::Avx512 || path == KernelPath::Avx2) return matmul_int8_avx2(w, x, n, y, pool);
+#elif defined(__aarch64__)
+  if (path == KernelPath::NeonI8mm) return matmul_int8_neon_i8mm(w, x, n, y, pool);
+  if (path == KernelPath::NeonDotprod) return matmul_int8_neon_dotprod(w, x, n, y, pool);
+  if (path == KernelPath::Neon) return matmul_int8_neon(w, x, n, y, pool);
 #endif
   matmul_int8_scalar(w, x, n, y, pool);
 }
@@ -121,6 +145,11 @@ void matmul_path(KernelPath path, ActivationMode mode, const MatrixView& w, cons
 #if defined(__x86_64__)
     case KernelPath::Avx512: return matmul_avx512(w, x, n, y, pool);
     case KernelPath::Avx2: return matmul_avx2(w, x, n, y, pool);
+#elif defined(__aarch64__)
+    // One float kernel for the three aarch64 paths: they differ only in the int8 kernel.
+    case KernelPath::Neon:
+    case KernelPath::NeonDotprod:
+    case KernelPath::NeonI8mm: return matmul_neon(w, x, n, y, pool);
 #endif
     default: return matmul_scalar(w, x, n, y, pool);
   }

@@ -13,9 +13,10 @@
 //  - 16 f32 lane accumulators a[0..15] = +0; for units k in order,
 //    a[k % 16] = fma(float(usum_k), float(f16 scale of k's group) * xs(k's group), a[k % 16]).
 //  - y = ((a[i] + a[i+8]) then + [i+4], then + [i+2], then + [i+1]): a fixed pairwise tree.
-// The SIMD paths hold the 16 lanes in one zmm or two ymm and reduce the integer sums of 16
-// units at a time, so scalar, AVX2 and AVX-512 agree bit for bit, for any thread split and
-// token count (matmul of n tokens equals n matvecs).
+// The SIMD paths hold the 16 lanes in one zmm, two ymm or four NEON q registers and reduce
+// the integer sums of 16 units at a time, so scalar, AVX2, AVX-512 and the NEON paths (plain,
+// SDOT, SMMLA) agree bit for bit, for any thread split and token count (matmul of n tokens
+// equals n matvecs).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -69,6 +70,9 @@ bool int8_simd_handles(const MatrixView& w);
 void matmul_int8_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 void matmul_int8_avx2(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 void matmul_int8_avx512(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_int8_neon(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_int8_neon_dotprod(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_int8_neon_i8mm(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 
 // The fixed 16-lane accumulation of the definition above, shared by the scalar path.
 float int8_lane_tree(const float* a);

@@ -32,6 +32,7 @@ struct Ops : kernel_detail::Int8Shape {
   struct F { __m256 lo, hi; };   // lanes 0-7, 8-15
   struct I { __m256i lo, hi; };
   static constexpr int kTokenTile = 1;
+  static constexpr int kRowTile = 1;
   static constexpr bool kPrefetch = false;  // measured on the AVX-512 path only
   static constexpr int kQ4Shift = 3, kQ8Shift = 0;  // nibbles are q + 8; Q8G: sign trick, no excess
   __m256i index_lo, index_hi;  // lane k of a block half -> its group within the block

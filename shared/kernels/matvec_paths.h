@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "shared/kernels/matvec.h"
 #include "shared/kernels/matvec_int8.h"
@@ -12,11 +13,20 @@ namespace waste {
 
 class ThreadPool;
 
-enum class KernelPath { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+// The aarch64 paths share the NEON float kernels (matvec_neon.cpp) and differ in the int8
+// kernel (matvec_int8.h): Neon widens with SMULL/SADALP (ARMv8.0), NeonDotprod uses SDOT
+// (asimddp, ARMv8.2), NeonI8mm uses SMMLA (i8mm, ARMv8.6) for several tokens and SDOT for one.
+enum class KernelPath { Scalar = 0, Avx2 = 1, Avx512 = 2, Neon = 3, NeonDotprod = 4, NeonI8mm = 5 };
+// Every path of every architecture, the one list the tests and benchmarks iterate over.
+inline constexpr KernelPath kAllKernelPaths[] = {KernelPath::Scalar, KernelPath::Avx2,        KernelPath::Avx512,
+                                                 KernelPath::Neon,   KernelPath::NeonDotprod, KernelPath::NeonI8mm};
 const char* kernel_path_name(KernelPath path);
 // True when this CPU can run the path (ignores the WASTE_SIMD cap).
 bool kernel_path_available(KernelPath path);
-// The path matvec()/matmul() use: simd_level() mapped to a KernelPath.
+// The paths of kAllKernelPaths this CPU can run, scalar first.
+std::vector<KernelPath> available_kernel_paths();
+// The path matvec()/matmul() use: simd_level() mapped to a KernelPath (on aarch64 the
+// Neon level takes the widest int8 variant the CPU has).
 KernelPath best_kernel_path();
 // True when the SIMD paths handle this matrix (Q8G/Q4G need group % 32 == 0); the others
 // fall back to the scalar path.
@@ -45,5 +55,6 @@ void matvec_path(KernelPath path, ActivationMode mode, const MatrixView& w, cons
 void matmul_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 void matmul_avx2(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 void matmul_avx512(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
+void matmul_neon(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 
 }  // namespace waste

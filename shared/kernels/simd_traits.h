@@ -22,8 +22,17 @@
 //   iota, set1_i, add_i, store_i, keep_less (argmin step: lanes where a < best strictly).
 // Q4G decode differs in kind, not only width, so it is a traits operation (q4_scale /
 // q4_decode, see each struct).
+//
+// aarch64: Advanced SIMD (NEON) is part of the ARMv8.0-A baseline, so the Neon struct needs
+// no extra flags (its files are in meson's shared_neon_sources only to keep the pattern: one
+// list per instruction set). The dotprod / i8mm files are compiled with their -march
+// extensions and include this header too (Neon is all they share with the float kernels).
 #pragma once
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <cstdint>
 #include <cstring>
@@ -179,6 +188,99 @@ struct Avx512 {
     const __mmask16 lt = _mm512_cmp_ps_mask(a, best, _CMP_LT_OQ);
     best = _mm512_mask_mov_ps(best, lt, a);
     best_idx = _mm512_mask_mov_epi32(best_idx, lt, idx);
+  }
+};
+#endif
+
+#if defined(__aarch64__) && defined(__ARM_NEON)
+struct Neon {
+  using V = float32x4_t;
+  using I = int32x4_t;
+  static constexpr int kLanes = 4;
+
+  static V zero() { return vdupq_n_f32(0.0f); }
+  static V set1(float a) { return vdupq_n_f32(a); }
+  static V load(const float* p) { return vld1q_f32(p); }
+  static V load_aligned(const float* p) { return vld1q_f32(p); }  // NEON loads take any alignment
+  // No masked loads on NEON: the first n lanes go through a zeroed buffer, so a tail never
+  // reads past the end of its array.
+  static V load_tail(const float* p, int64_t n) {
+    float buf[4] = {};
+    std::memcpy(buf, p, size_t(n) * 4);
+    return vld1q_f32(buf);
+  }
+  static void store(float* p, V v) { vst1q_f32(p, v); }
+  static void store_aligned(float* p, V v) { vst1q_f32(p, v); }
+  static V add(V a, V b) { return vaddq_f32(a, b); }
+  static V mul(V a, V b) { return vmulq_f32(a, b); }
+  static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }   // c + a*b, one rounding
+  static V fnma(V a, V b, V c) { return vfmsq_f32(c, a, b); }  // c - a*b, one rounding
+  static V mul_exact(V a, V b) {  // see Avx2::mul_exact ("w": any SIMD register)
+    V p = vmulq_f32(a, b);
+    asm("" : "+w"(p));
+    return p;
+  }
+  static float f16(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
+  // The same tree as Avx2::sum on half the lanes: upper half onto lower, then the two left.
+  // (Not vaddvq_f32: its pairing is (0+1)+(2+3), a different order than the x86 paths use.)
+  static float sum(V v) {
+    const float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+    return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
+  }
+
+  // 4 x 16-bit values, zero-filled past n, so a tail never reads past the row.
+  static uint16x4_t load_u16_tail(const uint16_t* p, int n) {
+    uint16_t buf[4] = {};
+    std::memcpy(buf, p, size_t(n) * 2);
+    return vld1_u16(buf);
+  }
+  // bf16 is the top half of an f32: widen to 32 bits shifted left by 16 (one USHLL).
+  static V widen_bf16(uint16x4_t h) { return vreinterpretq_f32_u32(vshll_n_u16(h, 16)); }
+  static V load_bf16(const uint16_t* p) { return widen_bf16(vld1_u16(p)); }
+  static V load_bf16_tail(const uint16_t* p, int n) { return widen_bf16(load_u16_tail(p, n)); }
+  // FCVTL (f16 -> f32) is ARMv8.0 Advanced SIMD; only f16 arithmetic needs asimdhp.
+  static V load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  static V load_f16_tail(const uint16_t* p, int n) { return vcvt_f32_f16(vreinterpret_f16_u16(load_u16_tail(p, n))); }
+  // 4 bytes (not the 8 of a D register: the last chunk of the last row ends the array).
+  static V load_i8(const int8_t* p) {
+    uint32_t b;
+    std::memcpy(&b, p, 4);
+    const int16x4_t h = vget_low_s16(vmovl_s8(vreinterpret_s8_u32(vdup_n_u32(b))));
+    return vcvtq_f32_s32(vmovl_s16(h));
+  }
+
+  // Q4G: 16 bytes -> 32 values in 8 vectors: low nibbles of bytes 0-3, 4-7, 8-11, 12-15
+  // (the even columns), then the high nibbles likewise (the odd ones). The 8 is subtracted in
+  // the byte lanes, so each vector is an exact small integer times the scale (one FMUL).
+  struct Q4Scale { V scale; };
+  static Q4Scale q4_scale(float s) { return {vdupq_n_f32(s)}; }
+  static void q4_decode(const uint8_t* p, const Q4Scale& s, V* w) {
+    const uint8x16_t bytes = vld1q_u8(p);
+    const int8x16_t eight = vdupq_n_s8(8);
+    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, vdupq_n_u8(15))), eight);
+    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight);
+    auto widen4 = [&](int8x16_t b, V* out) {
+      const int16x8_t h0 = vmovl_s8(vget_low_s8(b)), h1 = vmovl_high_s8(b);
+      out[0] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(h0))), s.scale);
+      out[1] = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(h0)), s.scale);
+      out[2] = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(h1))), s.scale);
+      out[3] = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(h1)), s.scale);
+    };
+    widen4(lo, w);
+    widen4(hi, w + 4);
+  }
+
+  static I iota() {
+    alignas(16) static const int32_t k[4] = {0, 1, 2, 3};
+    return vld1q_s32(k);
+  }
+  static I set1_i(int32_t a) { return vdupq_n_s32(a); }
+  static I add_i(I a, I b) { return vaddq_s32(a, b); }
+  static void store_i(int32_t* p, I v) { vst1q_s32(p, v); }
+  static void keep_less(V a, I idx, V& best, I& best_idx) {
+    const uint32x4_t lt = vcltq_f32(a, best);  // false for NaN, as _CMP_LT_OQ
+    best = vbslq_f32(lt, a, best);
+    best_idx = vbslq_s32(lt, idx, best_idx);
   }
 };
 #endif

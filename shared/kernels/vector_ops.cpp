@@ -6,16 +6,19 @@
 
 namespace waste {
 
-#if defined(__x86_64__)
 namespace {
 
-bool use_avx2() {
+// The reductions' SIMD path of this architecture, if simd_level() allows it.
+#if defined(__x86_64__)
+bool use_simd() {
   const SimdLevel level = simd_level();
   return level == SimdLevel::Avx2 || level == SimdLevel::Avx512;
 }
+#elif defined(__aarch64__)
+bool use_simd() { return simd_level() == SimdLevel::Neon; }
+#endif
 
 }  // namespace
-#endif
 
 // Eight partial sums (lane i takes elements i, i+8, ...), added pairwise at the end: more
 // accurate than one running sum and open to auto-vectorization.
@@ -32,14 +35,18 @@ float sum_squares_scalar(const float* x, int64_t n) { return dot_scalar(x, x, n)
 
 float dot(const float* a, const float* b, int64_t n) {
 #if defined(__x86_64__)
-  if (use_avx2()) return dot_avx2(a, b, n);
+  if (use_simd()) return dot_avx2(a, b, n);
+#elif defined(__aarch64__)
+  if (use_simd()) return dot_neon(a, b, n);
 #endif
   return dot_scalar(a, b, n);
 }
 
 float sum_squares(const float* x, int64_t n) {
 #if defined(__x86_64__)
-  if (use_avx2()) return sum_squares_avx2(x, n);
+  if (use_simd()) return sum_squares_avx2(x, n);
+#elif defined(__aarch64__)
+  if (use_simd()) return sum_squares_neon(x, n);
 #endif
   return sum_squares_scalar(x, n);
 }

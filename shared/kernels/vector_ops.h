@@ -1,6 +1,6 @@
 // Small f32 vector helpers for the model code. All take n elements; outputs may alias
-// inputs where noted. Reductions (dot, rmsnorm) use AVX2 when simd_level() allows and a
-// portable path otherwise; each path sums in a fixed order, so results are deterministic
+// inputs where noted. Reductions (dot, rmsnorm) use AVX2 (x86) or NEON (aarch64) when
+// simd_level() allows and a portable path otherwise; each path sums in a fixed order, so results are deterministic
 // for a given path (the paths may differ from each other in the last bits).
 #pragma once
 #include <cstdint>
@@ -20,10 +20,13 @@ void add(const float* a, const float* b, float* out, int64_t n);
 // out[i] = x[i] * w[i] / sqrt(mean(x^2) + eps), in f32   (out may be x)
 void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n);
 
-// The portable reductions, and the AVX2 ones (internal; for tests).
+// The portable reductions, and the AVX2 and NEON ones (internal; for tests; each SIMD one
+// exists only in builds for its architecture).
 float dot_scalar(const float* a, const float* b, int64_t n);
 float sum_squares_scalar(const float* x, int64_t n);
 float dot_avx2(const float* a, const float* b, int64_t n);
 float sum_squares_avx2(const float* x, int64_t n);
+float dot_neon(const float* a, const float* b, int64_t n);
+float sum_squares_neon(const float* x, int64_t n);
 
 }  // namespace waste

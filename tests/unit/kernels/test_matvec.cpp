@@ -9,6 +9,7 @@
 #include "kernel_test_util.h"
 #include "shared/kernels/matvec.h"
 #include "shared/kernels/matvec_paths.h"
+#include "shared/util/cpu.h"
 #include "shared/util/error.h"
 #include "shared/util/thread_pool.h"
 
@@ -20,12 +21,9 @@ namespace {
 const TensorFormat kFormats[] = {TensorFormat::F32, TensorFormat::BF16, TensorFormat::F16, TensorFormat::Q8G,
                                  TensorFormat::Q4G};
 
-std::vector<KernelPath> available_paths() {
-  std::vector<KernelPath> paths;
-  for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})
-    if (kernel_path_available(p)) paths.push_back(p);
-  return paths;
-}
+// Every path of this CPU (matvec_paths.h's one list), whatever WASTE_SIMD says: the cap
+// chooses matvec()'s path, these tests compare all of them.
+std::vector<KernelPath> available_paths() { return available_kernel_paths(); }
 
 bool quantized(TensorFormat f) { return f == TensorFormat::Q8G || f == TensorFormat::Q4G; }
 
@@ -188,6 +186,20 @@ TEST_CASE("groups the SIMD paths do not handle fall back to the scalar path") {
     matvec_path(p, ActivationMode::F32, m.view, x.data(), y.data(), nullptr);
     CHECK_EQ(std::memcmp(y.data(), ref.data(), 9 * 4), 0);
   }
+}
+
+TEST_CASE("matvec()'s path is one the CPU has, scalar under WASTE_SIMD=scalar, else the widest") {
+  const KernelPath best = best_kernel_path();
+  INFO("best ", std::string(kernel_path_name(best)), ", ", cpu_summary());
+  CHECK(kernel_path_available(best));
+  const std::vector<KernelPath> paths = available_paths();
+  REQUIRE_FALSE(paths.empty());
+  CHECK_EQ(paths.front(), KernelPath::Scalar);
+  if (simd_level() == SimdLevel::Scalar) CHECK_EQ(best, KernelPath::Scalar);
+  // Uncapped, the widest path of the CPU's architecture (kAllKernelPaths lists each
+  // architecture's paths narrowest first): AVX-512, or on aarch64 neon-i8mm > neon-dotprod >
+  // neon by the CPU's features.
+  if (simd_level() == best_simd_level(cpu_features())) CHECK_EQ(best, paths.back());
 }
 
 TEST_CASE("malformed matrix views are refused with an Error") {

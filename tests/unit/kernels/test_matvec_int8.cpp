@@ -3,6 +3,7 @@
 // random data it stays within the error int8 rounding of the activations allows.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -22,12 +23,9 @@ using namespace waste::test;
 
 namespace {
 
-std::vector<KernelPath> available_paths() {
-  std::vector<KernelPath> paths;
-  for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})
-    if (kernel_path_available(p)) paths.push_back(p);
-  return paths;
-}
+// Every path of this CPU (matvec_paths.h's one list), whatever WASTE_SIMD says: the cap
+// chooses matvec()'s path, these tests compare all of them.
+std::vector<KernelPath> available_paths() { return available_kernel_paths(); }
 
 struct Shape {
   int64_t rows, cols;
@@ -63,7 +61,9 @@ TEST_CASE("int8: every path and token count gives the scalar implementation's bi
     for (const Shape& s : kShapes) {
       if (f == TensorFormat::Q4G && s.group % 2) continue;
       StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
-      for (int64_t n : {1, 3, 6}) {
+      // n: 1 (decode), 3 (an odd token pair: SMMLA pairs the last token with itself), 5 (a
+      // full token tile and a single), 6 (a full tile and a pair), split over a pool.
+      for (int64_t n : {1, 3, 5, 6}) {
         std::vector<float> x = realistic_activations(n * s.cols, rng);
         std::vector<float> ref(size_t(n * s.rows));
         matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
@@ -136,6 +136,42 @@ TEST_CASE("int8: the error against f32 activations is within int8 rounding of th
     }
     INFO(std::string(format_name(f)));
     CHECK_LT(std::sqrt(err2 / ref2), 0.02);  // measured 0.6-1.1% (groups holding an outlier are coarse)
+  }
+}
+
+TEST_CASE("int8: extreme weights and activations overflow no path's integer sums") {
+  // The narrowest intermediate is the ARMv8.0 NEON path's 16-bit lanes: Q8G adds two
+  // products of up to 128 x 127 (32512), Q4G four of up to 15 x 127 (the nibble q + 8). Every
+  // weight at its extreme (-128 / +127, nibble 0 / 15) against activations of +-127 (each
+  // group holds a +-127, so q = x) must still give the scalar bits; the row sums reach
+  // +-128 x 127 x cols, exact in f32 for these sizes only in int32, not in 16 bits.
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<int> coin(0, 1);
+  for (TensorFormat f : {TensorFormat::Q8G, TensorFormat::Q4G}) {
+    const int64_t rows = 6, cols = 544;  // 17 units: a full 16-unit block and one more
+    StoredMatrix m = random_matrix(f, rows, cols, 32, rng);
+    auto* q = static_cast<uint8_t*>(const_cast<void*>(m.view.data));
+    const int64_t bytes = f == TensorFormat::Q8G ? rows * cols : rows * cols / 2;
+    for (int64_t i = 0; i < bytes; ++i) {
+      // rows 0-1 all one extreme (-128 or nibbles 0 = -8), rows 2-3 the other, rows 4-5 mixed
+      const int64_t r = i / (bytes / rows);
+      const bool low = r < 2 || (r >= 4 && coin(rng));
+      q[i] = f == TensorFormat::Q8G ? uint8_t(low ? 0x80 : 0x7f) : uint8_t(low ? 0x00 : 0xff);
+    }
+    for (int64_t n : {1, 2, 5}) {
+      std::vector<float> x(size_t(n * cols));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 7) % 3 == 0 ? 127.0f : -127.0f;
+      for (int64_t t = 0; t < n; ++t)  // one token all +127, against rows of one sign: the largest sums
+        if (t == 1) std::fill(x.begin() + t * cols, x.begin() + (t + 1) * cols, 127.0f);
+      std::vector<float> ref(size_t(n * rows));
+      matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
+      for (KernelPath p : available_paths()) {
+        INFO(kernel_path_name(p), " ", format_name(f), " n ", n);
+        std::vector<float> y(ref.size(), -1.0f);
+        matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), nullptr);
+        REQUIRE_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0);
+      }
+    }
   }
 }
 

@@ -43,10 +43,15 @@ TEST_CASE("dot and sum_squares match a double reference on every path") {
     double sq_abs = 0;
     const double sq = dot_ref(a.data(), a.data(), n, &sq_abs);
     CHECK_LE(std::fabs(sum_squares(a.data(), n) - sq), 1e-6 * sq + 1e-30);
-#if defined(__x86_64__)  // the AVX2 functions are compiled for x86-64 only
+#if defined(__x86_64__)
     if (kernel_path_available(KernelPath::Avx2)) {
       CHECK_LE(std::fabs(dot_avx2(a.data(), b.data(), n) - ref), tol);
       CHECK_LE(std::fabs(sum_squares_avx2(a.data(), n) - sq), 1e-6 * sq + 1e-30);
+    }
+#elif defined(__aarch64__)
+    if (kernel_path_available(KernelPath::Neon)) {
+      CHECK_LE(std::fabs(dot_neon(a.data(), b.data(), n) - ref), tol);
+      CHECK_LE(std::fabs(sum_squares_neon(a.data(), n) - sq), 1e-6 * sq + 1e-30);
     }
 #endif
   }

@@ -12,14 +12,13 @@
 
 namespace waste::test {
 
-// The SIMD levels this CPU runs (empty on other architectures: only scalar is tested there).
+// The SIMD levels this CPU runs, whatever WASTE_SIMD says: a level is runnable when capping
+// the CPU at it (cpu.h's simd_level_for, the one definition of which features a level needs)
+// gives that level. Empty on a CPU with no SIMD level: only scalar is tested there.
 inline std::vector<SimdLevel> simd_levels_of_cpu() {
   std::vector<SimdLevel> levels;
-#if defined(__x86_64__)
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma) levels.push_back(SimdLevel::Avx2);
-  if (f.avx512f) levels.push_back(SimdLevel::Avx512);
-#endif
+  for (SimdLevel level : {SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon})
+    if (simd_level_for(cpu_features(), simd_level_name(level)).level == level) levels.push_back(level);
   return levels;
 }
 

@@ -390,8 +390,8 @@ int main(int argc, char** argv) {
   if (o.attention_only) return 0;
 
   std::vector<KernelPath> paths;
-  for (KernelPath p : {KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512})
-    if (kernel_path_available(p) && !(o.no_scalar && p == KernelPath::Scalar)) paths.push_back(p);
+  for (KernelPath p : available_kernel_paths())  // matvec_paths.h's one list (x86 and aarch64)
+    if (!(o.no_scalar && p == KernelPath::Scalar)) paths.push_back(p);
   const KernelPath best = best_kernel_path();
   const std::vector<TensorFormat>& formats = o.formats;
   auto modes_of = [](TensorFormat f) {
@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
     const int64_t rows = 64, cols = 2048;
     std::printf("== kernel rate with the matrix in L2 (%ldx%ld, 1 thread), Gweights/s best\n", long(rows), long(cols));
     std::printf("%-6s %-4s", "format", "act");
-    for (KernelPath p : paths) std::printf(" %9s", kernel_path_name(p));
+    for (KernelPath p : paths) std::printf(" %12s", kernel_path_name(p));  // "neon-dotprod": 12
     std::printf("\n");
     std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
     uint64_t s = 5;
@@ -416,7 +416,7 @@ int main(int argc, char** argv) {
         std::printf("%-6s %-4s", format_name(f), activation_mode_name(mode));
         for (KernelPath p : paths) {
           Timing t = time_calls(o.seconds / 4, [&](int) { matvec_path(p, mode, m.views[0], x.data(), y.data(), nullptr); });
-          std::printf(" %9.2f", double(rows * cols) / 1e9 / t.best);
+          std::printf(" %12.2f", double(rows * cols) / 1e9 / t.best);
         }
         std::printf("\n");
       }
@@ -427,7 +427,7 @@ int main(int argc, char** argv) {
   for (auto [rows, cols] : o.shapes) {
     std::printf("== matvec %ldx%ld (GB/s of weights+scales streamed; ratio to memory read at the same thread count)\n",
                 long(rows), long(cols));
-    std::printf("%-6s %-4s %-7s %7s %8s %9s %9s %9s %7s %9s\n", "format", "act", "path", "threads", "MB", "ms(med)", "GB/s med",
+    std::printf("%-6s %-4s %-12s %7s %8s %9s %9s %9s %7s %9s\n", "format", "act", "path", "threads", "MB", "ms(med)", "GB/s med",
                 "GB/s best", "vs mem", "GB/s cpu");
     for (TensorFormat f : formats) {
       MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
               matvec_path(p, mode, m.views[size_t(i) % m.views.size()], x.data(), y.data(), all ? &pool : nullptr);
             });
             const unsigned threads = all ? pool.size() : 1u;
-            std::printf("%-6s %-4s %-7s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%% %9.2f\n", format_name(f), activation_mode_name(mode),
+            std::printf("%-6s %-4s %-12s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%% %9.2f\n", format_name(f), activation_mode_name(mode),
                         kernel_path_name(p), threads, double(m.matrix_bytes) / 1e6, t.median * 1e3, gb / t.median,
                         gb / t.best, 100.0 * gb / t.best / (all ? mem_all : mem_one), gb * threads / t.best_cpu);
           }
