@@ -113,7 +113,8 @@ named=0 skip=0 has_multiplier=0
 for a in "$@"; do
   if [ $skip = 1 ]; then skip=0; continue; fi
   case "$a" in
-    --suite|--no-suite) named=1; skip=1 ;;
+    --suite) named=1; skip=1 ;;
+    --no-suite) skip=1 ;;  # a filter, combined with --unit-only's list
     --timeout-multiplier|-t) has_multiplier=1; skip=1 ;;
     --repeat|--num-processes|--setup|--wrapper|--test-args|-C|--logbase) skip=1 ;;
     -*) ;;

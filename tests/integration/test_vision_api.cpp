@@ -7,9 +7,14 @@
 // README's grid rule (../shared/vision/kimi-k3/README.md, "The pipeline, exactly", step 2)
 // applied to the size the test wrote, checked against the fixture's image_0.png (6) when present.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -423,10 +428,29 @@ TEST_CASE("vision api: image_url data URLs count their image tokens in usage, st
   }
 }
 
+// Does this kernel (or emulator: qemu-user 7.2 has no openat2) give openat2(2)? waste-serve's
+// --image-dir opens files beneath the directory only through it, and refuses without it.
+bool have_openat2() {
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  const long fd = ::syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof how);
+  if (fd >= 0) ::close(int(fd));
+  return !(fd < 0 && errno == ENOSYS);
+}
+
 TEST_CASE("vision api: --image-dir lets image_url name files under it, and nothing else") {
   TempDir tmp, outside;
   const std::string dir = tmp / "images";
   REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  if (!have_openat2()) {
+    // The refusal is the product's behaviour here: a clear error at start, no unsafe fallback.
+    Instance refused("--http 127.0.0.1:" + std::to_string(free_port()) + " --ctx 2048 --image-dir " + dir, "512M",
+                     "tiny-k3");
+    CHECK_FALSE(refused.ok());
+    CHECK_MESSAGE(refused.why().find("this kernel has no openat2(2)") != std::string::npos, refused.why());
+    waste::test::skip_part("--image-dir serving: no openat2(2) here (Linux < 5.6, or qemu-user)");
+    return;
+  }
   REQUIRE(::mkdir((dir + "/sub").c_str(), 0755) == 0);
   const Bytes png = rgb_png(84, 56);
   write_bytes(dir + "/a b.png", png);
