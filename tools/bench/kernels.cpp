@@ -7,7 +7,7 @@
 // Figures are weights per second of CPU time (CLOCK_THREAD/PROCESS_CPUTIME: this machine is
 // shared, so wall time would mostly measure the neighbours) and, for all cores, also per
 // wall second. apply_expert counts the per-token gate/up table build and the per-expert
-// down table build. The default SIMD path is the machine's (cap with WASTE_SIMD=avx2|scalar).
+// down table build. The default SIMD path is the machine's (cap with WASTE_SIMD=avx2|scalar, on aarch64 WASTE_SIMD=scalar).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
     double scalar_rate = 0;
     // The levels with an RVQ kernel of their own (a level without one would run, and be
     // reported as, the scalar kernel under another name); this CPU's and the cap's decide.
-    const SimdLevel levels[] = {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512};
+    const SimdLevel levels[] = {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon};
     std::vector<float> y(size_t(std::max(sh.H, sh.I)));
     for (SimdLevel lv : levels) {
       if (!simd_level_allows(lv)) continue;
