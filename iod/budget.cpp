@@ -29,6 +29,7 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
   req.record_stride = slot_bytes;
   req.context = compute.context;
   req.sessions = compute.sessions;
+  req.http_front_end = compute.http_front_end;
   if (budget != "auto") req.budget = plan::parse_size(budget);
   if (compute.prompt_cache != "auto") req.prompt_cache = plan::parse_size(compute.prompt_cache);
   plan::MemoryPlan p = plan::make_plan(req, platform::usable_memory());  // refuses a budget under the floor

@@ -22,6 +22,7 @@ struct CacheBudget {
 struct ComputeShape {
   uint64_t context = uint64_t(limits::kDefaultContextTokens);
   uint32_t sessions = 1;
+  bool http_front_end = false;  // waste-serve runs beside compute (plan::PlanRequest::http_front_end)
   std::string prompt_cache = "auto";
   uint64_t image_patches = kDefaultImagePatches;
 };

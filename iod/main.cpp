@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
   app.add_option("--sessions", o.sessions, "sessions the planner counts at that context (1)")
       ->check(CLI::Range(1, lim::kMaxSessions));
+  app.add_flag("--http-front-end", o.http_front_end,
+               "the instance runs waste-serve beside compute (waste up --http): the planner counts its memory");
   app.add_option("--prompt-cache", o.prompt_cache,
                  "compute's prompt-cache bytes, which the planner leaves room for (auto: the planner's default)");
   app.add_option("--io", o.io,

@@ -70,11 +70,11 @@ uint64_t prefill_row_bytes(const ModelConfig& c) {
   return tables + down + experts + contrib + sums + int8 + layers;
 }
 
-uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions) {
+uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end) {
   const uint64_t widest = widest_projection(c);
   uint64_t per_session = uint64_t(c.vocab) * 4 + uint64_t(c.n_heads) * context * 4 + 16 * widest * 4;
   if (c.attn_res_block > 0) per_session += uint64_t(c.n_layers / c.attn_res_block + 2) * uint64_t(c.hidden) * 4;
-  return kFixedScratchBytes + kPrefillChunkRows * prefill_row_bytes(c) + per_session * sessions;
+  return process_base_bytes(http_front_end) + kPrefillChunkRows * prefill_row_bytes(c) + per_session * sessions;
 }
 
 uint64_t vision_activation_bytes(const VisionConfig& v, uint64_t patches) {
@@ -124,7 +124,8 @@ MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
   p.state_per_session = session_state(c);
   p.trunk = r.trunk_bytes;
   p.session_state = p.state_per_session.bytes(r.context) * r.sessions;
-  p.scratch = scratch_bytes(c, r.context, r.sessions);
+  p.scratch = scratch_bytes(c, r.context, r.sessions, r.http_front_end);
+  p.http_front_end = r.http_front_end;
   p.record_stride = r.record_stride;
   p.experts_in_flight = uint64_t(c.top_k) * r.record_stride;
   p.prompt_cache = r.prompt_cache ? *r.prompt_cache : default_prompt_cache_bytes(c, r.context);

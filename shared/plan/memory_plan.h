@@ -13,8 +13,9 @@
 //                            projection x 4, the AttnRes history (layers/block + 2 vectors of
 //                            hidden x 4); plus one prefill chunk's rows (prefill_row_bytes: the
 //                            MoE step's buffers, kept at their largest, and the layers' own);
-//                            plus kFixedScratchBytes for the processes themselves (code,
-//                            libraries, tokenizer, thread stacks, allocator).
+//                            plus process_base_bytes() for the processes themselves (code,
+//                            libraries, tokenizer, thread stacks, allocator): compute's and
+//                            iod's, and waste-serve's when the instance runs it (--http).
 //          + experts in flight: one layer's top_k records (top_k x record stride).
 //          + prompt cache    checkpoints of session states (compute/server/prompt_cache.h);
 //                            default: two full-context session states (the turn a conversation
@@ -48,11 +49,22 @@ namespace waste::plan {
 using platform::UsableMemory;
 
 // The processes' own memory besides the buffers counted apart (code, libraries, tokenizer,
-// thread stacks, allocator arenas). Measured with tools/bench/footprint: compute ~20 MiB,
-// iod 10-11.5 MiB, waste-serve ~16 MiB (2026-12-03/04, race shape and tiny models): 48 MiB for
-// the three, and 16 MiB of margin for allocator arenas that grow with load. (It was 256 MiB,
-// then 96; each cut was checked against the peak footprint, docs/MEASUREMENTS.md.)
-constexpr uint64_t kFixedScratchBytes = 64ull << 20;
+// thread stacks, allocator arenas), measured with tools/bench/footprint (docs/MEASUREMENTS.md,
+// 2026-12-03/05): compute 13-19 MiB on synthetic models, ~20 with a real tokenizer; iod
+// 10.2-11.8 MiB; waste-serve ~15.6 MiB. Each rounded up, plus a margin for allocator arenas
+// that grow with load (the soak benchmark's compute grew 0.68% after warm-up over 10 minutes
+// of 16 sessions, ~3 MiB; docs/MEASUREMENTS.md). waste-serve is counted only where the instance runs it (waste up
+// --http): `waste bench`, `waste run` and a front end of the user's own do not start one, and
+// counting it there put the plan 4% above the footprint for nothing. (The fixed part was 256
+// MiB, then 96, then 64 for all three; each cut checked against the peak footprint.)
+constexpr uint64_t kComputeBaseBytes = 20ull << 20;
+constexpr uint64_t kIodBaseBytes = 12ull << 20;
+constexpr uint64_t kHttpFrontEndBaseBytes = 16ull << 20;
+constexpr uint64_t kArenaMarginBytes = 4ull << 20;
+// The fixed part of scratch: compute, iod and the margin, and waste-serve when it runs.
+constexpr uint64_t process_base_bytes(bool http_front_end) {
+  return kComputeBaseBytes + kIodBaseBytes + kArenaMarginBytes + (http_front_end ? kHttpFrontEndBaseBytes : 0);
+}
 // Rows of one prefill forward: compute's default prefill chunk (EngineOptions::prefill_chunk).
 constexpr uint64_t kPrefillChunkRows = 128;
 // Bytes one prompt row of a prefill chunk holds at the peak (an upper bound, checked against the
@@ -73,7 +85,7 @@ struct SessionState {
 SessionState session_state(const ModelConfig& c);
 constexpr uint64_t kMinPromptCacheBytes = 64ull << 20;
 uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context);
-uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions);
+uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end);
 
 // The per-image patch budget the vision encoder uses by default (256 image tokens).
 constexpr uint64_t kDefaultVisionPatches = uint64_t(kDefaultImagePatches);  // shared/image/image_budget.h
@@ -100,6 +112,7 @@ struct PlanRequest {
   uint64_t record_stride = 0;   // bytes of one expert record (slot size)
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default --ctx
   uint32_t sessions = 1;
+  bool http_front_end = false;     // the instance runs waste-serve (waste up --http): its base counts
   std::optional<uint64_t> budget;  // total bytes; nullopt = auto
   std::optional<uint64_t> prompt_cache;  // bytes; nullopt = default_prompt_cache_bytes
   uint64_t vision_weight_bytes = 0;      // stored vision tower + projector (0: no tower)
@@ -123,6 +136,7 @@ struct MemoryPlan {
   SessionState state_per_session;
   uint64_t context = 0;
   uint32_t sessions = 0;
+  bool http_front_end = false;
   std::string trunk_source;
 };
 

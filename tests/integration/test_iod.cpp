@@ -23,6 +23,7 @@
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/shm_segment.h"
+#include "shared/plan/memory_plan.h"
 #include "shared/platform/shm.h"
 #include "shared/util/error.h"
 #include "tests/integration/process.h"
@@ -726,16 +727,30 @@ TEST_CASE("iod and waste plan: one planner, the same slots for the same model, b
     uint64_t ctx;
     uint32_t sessions;
     std::string prompt_cache;
+    bool http = false;  // waste plan --http, waste-iod --http-front-end (waste up --http passes it)
   };
   int run = 0;
-  for (const Shape& shape : {Shape{4096, 1, "auto"}, Shape{512, 1, "auto"}, Shape{16384, 2, "auto"}, Shape{2048, 3, "8M"}}) {
+  for (const Shape& shape : {Shape{4096, 1, "auto"}, Shape{512, 1, "auto"}, Shape{16384, 2, "auto"}, Shape{2048, 3, "8M"},
+                             Shape{4096, 1, "auto", true}}) {
     const std::string args = " --ctx " + std::to_string(shape.ctx) + " --sessions " + std::to_string(shape.sessions) +
-                             " --prompt-cache " + shape.prompt_cache;
+                             " --prompt-cache " + shape.prompt_cache + (shape.http ? " --http" : "");
+    const std::string iod_http = shape.http ? " --http-front-end" : "";
     auto floor_plan = run_command(waste_bin() + " plan --json" + args + " " + model);
     INFO(floor_plan.output);
     REQUIRE_EQ(floor_plan.status, 0);
     const auto fj = nlohmann::json::parse(floor_plan.output);
     const uint64_t floor = fj["floor_bytes"].get<uint64_t>(), stride = fj["record_stride"].get<uint64_t>();
+    if (shape.http) {
+      // waste-serve's own memory is counted only where it runs: the same plan without --http
+      // has exactly its base less scratch.
+      auto bare = run_command(waste_bin() + " plan --json --ctx " + std::to_string(shape.ctx) + " --sessions " +
+                              std::to_string(shape.sessions) + " --prompt-cache " + shape.prompt_cache + " " + model);
+      REQUIRE_EQ(bare.status, 0);
+      const auto bj = nlohmann::json::parse(bare.output);
+      CHECK_EQ(fj["scratch_bytes"].get<uint64_t>() - bj["scratch_bytes"].get<uint64_t>(), plan::kHttpFrontEndBaseBytes);
+      CHECK(fj["http_front_end"].get<bool>());
+      CHECK_FALSE(bj["http_front_end"].get<bool>());
+    }
     // A budget between whole slots, so that both must round the same way.
     const uint64_t budget = floor + 7 * stride + stride / 2;
     auto plan = run_command(waste_bin() + " plan --json --budget " + std::to_string(budget) + args + " " + model);
@@ -743,9 +758,10 @@ TEST_CASE("iod and waste plan: one planner, the same slots for the same model, b
     const uint64_t planned = nlohmann::json::parse(plan.output)["slots"].get<uint64_t>();
     CHECK_EQ(planned, uint64_t(c.config().top_k) + 7);
     const std::string sessions = std::to_string(shape.sessions);
-    PrivateIod iod({"--model", model, "--budget", std::to_string(budget), "--ctx", std::to_string(shape.ctx), "--sessions",
-                    sessions, "--prompt-cache", shape.prompt_cache},
-                   tmp / ("run" + std::to_string(run++)));
+    std::vector<std::string> iod_args = {"--model", model, "--budget", std::to_string(budget), "--ctx",
+                                         std::to_string(shape.ctx), "--sessions", sessions, "--prompt-cache", shape.prompt_cache};
+    if (shape.http) iod_args.push_back("--http-front-end");
+    PrivateIod iod(iod_args, tmp / ("run" + std::to_string(run++)));
     ipc::ExpertStoreClient client(iod.socket_path());
     CHECK_EQ(uint64_t(client.info().layout.slot_count), std::min(planned, records));
     // One byte under the floor: the planner refuses it, and so does iod.
@@ -753,7 +769,7 @@ TEST_CASE("iod and waste plan: one planner, the same slots for the same model, b
     CHECK_NE(under.status, 0);
     auto iod_under = run_command(iobench::find_iod_binary() + " --model " + model + " --run-dir " + (tmp / "under") +
                                  " --budget " + std::to_string(floor - 1) + " --ctx " + std::to_string(shape.ctx) +
-                                 " --sessions " + sessions + " --prompt-cache " + shape.prompt_cache);
+                                 " --sessions " + sessions + " --prompt-cache " + shape.prompt_cache + iod_http);
     CHECK_NE(iod_under.status, 0);
     CHECK_NE(iod_under.output.find("under the floor"), std::string::npos);
   }

@@ -25,6 +25,7 @@ struct PlanOptions {
   std::string model_dir, preset, budget = "auto", prompt_cache = "auto";
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default
   uint32_t sessions = 1;
+  bool http = false;  // the instance runs waste-serve (waste up --http)
   int image_patches = kDefaultImagePatches;
   bool json = false;
 };
@@ -67,6 +68,7 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
   }
   r.context = o.context;
   r.sessions = o.sessions;
+  r.http_front_end = o.http;
   if (o.budget != "auto") r.budget = plan::parse_size(o.budget);
   if (o.prompt_cache != "auto") r.prompt_cache = plan::parse_size(o.prompt_cache);
   return r;
@@ -82,6 +84,7 @@ void run_plan(const PlanOptions& o) {
     j["model"] = model;
     j["context"] = p.context;
     j["sessions"] = p.sessions;
+    j["http_front_end"] = p.http_front_end;
     j["trunk_bytes"] = p.trunk;
     j["trunk_source"] = p.trunk_source;
     j["session_state_bytes"] = p.session_state;
@@ -125,7 +128,9 @@ void run_plan(const PlanOptions& o) {
        "MLA f32 " + std::to_string(p.state_per_session.mla_bytes_per_token) + " B/token, KDA state " +
            plan::format_bytes(p.state_per_session.kda_state_bytes) + " + conv " +
            plan::format_bytes(p.state_per_session.kda_conv_bytes) + " per session");
-  line("scratch", p.scratch, "activations, logits, attention scores + fixed process overhead");
+  line("scratch", p.scratch,
+       std::string("activations, logits, attention scores + the processes' own ") +
+           (p.http_front_end ? "(compute, iod, waste-serve)" : "(compute, iod; --http adds waste-serve's)"));
   line("experts in flight", p.experts_in_flight,
        std::to_string(c.top_k) + " x " + std::to_string(p.record_stride) + " B record");
   line("prompt cache", p.prompt_cache,
@@ -160,6 +165,7 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--budget", o->budget, "total memory budget (e.g. 12G, 900M) or auto");
   cmd->add_option("--ctx", o->context, "context length per session (tokens; default compute's, 4096)");
   cmd->add_option("--sessions", o->sessions, "concurrent sessions");
+  cmd->add_flag("--http", o->http, "the instance serves HTTP (waste up --http): count waste-serve's own memory");
   cmd->add_option("--prompt-cache", o->prompt_cache, "prompt-cache checkpoint bytes (0: off) or auto");
   cmd->add_option("--image-patches", o->image_patches,
                   "the most patches a request's image may take (waste-compute --image-patches): the vision line "
