@@ -23,8 +23,10 @@ all runs and the exit status is nonzero when any run failed.
 
   --unit-only        only the single-process tests (unit-*, fuzz-seeds-*), not integration-*
                      and chaos (the real processes and their sockets)
-  --cpus A,B         the qemu CPUs to run on (default: $DEFAULT_CPUS); one of
-                     \`qemu-aarch64-static -cpu help\`
+  --cpus A,B         the runs, each a qemu CPU (default: $DEFAULT_CPUS), one of
+                     \`qemu-aarch64-static -cpu help\`, optionally with a SIMD cap for every
+                     process of that run: CPU:scalar or CPU:neon (WASTE_SIMD), e.g.
+                     --cpus max,cortex-a53,max:scalar runs every path of the dispatch
   --no-install       do not install packages (scripts/install-deps.sh --arch arm64) nor register
                      qemu with binfmt_misc; fail if something is missing
   --build-only       configure and build, run nothing
@@ -36,7 +38,7 @@ all runs and the exit status is nonzero when any run failed.
 The integration tests start waste-iod, waste-compute and the rest as child processes, which
 the kernel runs through qemu only when qemu-aarch64 is registered with binfmt_misc: the script
 registers it (as the qemu-user-static package does on a machine with systemd) unless
---no-install. Each run's meson log is <build>/meson-logs/testlog-<cpu>.json.
+--no-install. Each run's meson log is <build>/meson-logs/testlog-<cpu>[-<cap>].json.
 See docs/TESTING.md, "ARM64 under emulation".
 EOF
 }
@@ -55,6 +57,15 @@ while [ $# -gt 0 ]; do
 done
 IFS=, read -r -a cpu_list <<<"$cpus"
 [ ${#cpu_list[@]} -gt 0 ] || { echo "cross-arm64: --cpus names no CPU" >&2; exit 2; }
+for run in "${cpu_list[@]}"; do
+  cpu=${run%%:*} cap=""
+  [ "$cpu" = "$run" ] || cap=${run#*:}
+  [ -n "$cpu" ] || { echo "cross-arm64: --cpus: '$run' names no CPU" >&2; exit 2; }
+  case "$cap" in
+    ''|scalar|neon) ;;
+    *) echo "cross-arm64: --cpus: '$run': the SIMD cap after ':' is scalar or neon, not '$cap'" >&2; exit 2 ;;
+  esac
+done
 
 BUILD=${WASTE_BUILD_DIR:-build}-arm64
 QEMU=qemu-aarch64-static
@@ -139,19 +150,29 @@ fi
 
 overall=0
 logs=()
-for cpu in "${cpu_list[@]}"; do
-  # QEMU_CPU (not -cpu in the cross file's exe_wrapper): every aarch64 process reads it, the
-  # tests started through the wrapper and the children they start through binfmt_misc alike.
-  echo "cross-arm64: running the tests on qemu cpu '$cpu'"
+for run in "${cpu_list[@]}"; do
+  cpu=${run%%:*} cap=""
+  [ "$cpu" = "$run" ] || cap=${run#*:}
+  label=$cpu${cap:+-$cap}
+  # QEMU_CPU (not -cpu in the cross file's exe_wrapper) and WASTE_SIMD: every aarch64 process
+  # reads them, the tests started through the wrapper and the children they start through
+  # binfmt_misc alike.
+  echo "cross-arm64: running the tests on qemu cpu '$cpu'${cap:+ with WASTE_SIMD=$cap}"
   run_start=$SECONDS
   set +e
-  QEMU_CPU=$cpu meson test -C "$BUILD" --print-errorlogs --num-processes 2 --logbase "testlog-$cpu" \
-    "${test_args[@]}" "$@"
+  if [ -n "$cap" ]; then
+    QEMU_CPU=$cpu WASTE_SIMD=$cap meson test -C "$BUILD" --print-errorlogs --num-processes 2 --logbase "testlog-$label" \
+      "${test_args[@]}" "$@"
+  else
+    # The run's own dispatch: a WASTE_SIMD of the caller's environment would cap it.
+    QEMU_CPU=$cpu env -u WASTE_SIMD meson test -C "$BUILD" --print-errorlogs --num-processes 2 \
+      --logbase "testlog-$label" "${test_args[@]}" "$@"
+  fi
   status=$?
   set -e
-  echo "cross-arm64: cpu '$cpu' done in $((SECONDS - run_start)) s, status $status"
+  echo "cross-arm64: '$run' done in $((SECONDS - run_start)) s, status $status"
   [ $status = 0 ] || overall=$status
-  logs+=("$BUILD/meson-logs/testlog-$cpu.json")
+  logs+=("$BUILD/meson-logs/testlog-$label.json")
 done
 
 # Per CPU, then one plain summary line over all runs, as scripts/test.sh prints it.
