@@ -31,7 +31,13 @@ IodExperts::IodExperts(const Container& container, const std::string& socket_pat
       client_(std::make_unique<ipc::ExpertStoreClient>(socket_path, container.container_id(),
                                                       ipc::kDefaultHintCapacity, call_timeout_ms)) {
   // Every record must fit a slot (iod sizes slots for the largest layer stride).
-  for (const ExpertLayerInfo& l : container_.expert_layers()) last_moe_layer_ = std::max(last_moe_layer_, l.layer);
+  for (const ExpertLayerInfo& l : container_.expert_layers()) {
+    last_moe_layer_ = std::max(last_moe_layer_, l.layer);
+    experts_per_layer_ = std::max(experts_per_layer_, l.expert_count);
+  }
+  // The container's own counts (each layer's experts file holds exactly expert_count records,
+  // checked when it was opened): one handle per record at most (K3: 93 x 896, 1.3 MB).
+  last_handle_.assign(size_t(last_moe_layer_ + 1) * experts_per_layer_, ipc::SlotHandle{kNoHandle, 0});
   for (const ExpertLayerInfo& l : container_.expert_layers())
     require(l.layout.stride <= client_->info().layout.slot_bytes,
             "iod " + socket_ + ": slots of " + std::to_string(client_->info().layout.slot_bytes) +
@@ -148,10 +154,31 @@ ExpertView IodExperts::expert(int layer, int expert) {
               std::to_string(layer) + ", expert " + std::to_string(expert) + ")");
 }
 
+void IodExperts::remember(int layer, int expert, ipc::SlotHandle h) {
+  if (layer < 0 || layer > last_moe_layer_ || expert < 0 || uint32_t(expert) >= experts_per_layer_) return;
+  last_handle_[size_t(layer) * experts_per_layer_ + size_t(expert)] = h;
+}
+
+bool IodExperts::known_ready(int layer, int expert) const {
+  if (layer < 0 || layer > last_moe_layer_ || expert < 0 || uint32_t(expert) >= experts_per_layer_) return false;
+  const ipc::SlotHandle h = last_handle_[size_t(layer) * experts_per_layer_ + size_t(expert)];
+  return h.slot != kNoHandle && client_->state(h) == ipc::SlotState::Ready;
+}
+
 void IodExperts::prefetch(int layer, std::span<const int> experts) {
   if (experts.empty()) return;
   if (dead_) return;
-  std::vector<uint32_t> ids(experts.begin(), experts.end());
+  std::vector<uint32_t> ids;
+  ids.reserve(experts.size());
+  for (int e : experts)
+    if (!known_ready(layer, e)) ids.push_back(uint32_t(e));
+  hint_experts_resident_ += experts.size() - ids.size();
+  if (ids.empty()) {
+    // Nothing for iod to read: no message. The pins end_layer left in to_release_ go back on
+    // the next layer's fetch (start_refill), one message per layer instead of two.
+    ++hints_skipped_;
+    return;
+  }
   timeline::Span span("prefetch_issue", "compute", layer);
   // Fire-and-forget: waiting for iod's answer cost a round trip per layer (~1 ms per token-layer
   // when everything is cached) for a hint whose answer we never use. Its errors are counted by
@@ -161,7 +188,11 @@ void IodExperts::prefetch(int layer, std::span<const int> experts) {
 }
 
 void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
-  end_layer();
+  // A batch left open is ended first. With none open, the pins the last layer left (its hint
+  // was not sent: every expert it named was READY) ride on this fetch rather than go alone.
+  // (A step an error ends between two MoE layers leaves them until its next fetch, or
+  // the destructor; the MoE layer's own guard already released that layer's.)
+  if (layer_ >= 0) end_layer();
   layer_ = layer;
   experts_.assign(experts.begin(), experts.end());
   next_fetch_ = 0;
@@ -213,7 +244,10 @@ void IodExperts::finish_refill() {
   }
   require(hs.size() == count, "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) + " handles for " +
                                   std::to_string(count) + " experts");
-  for (size_t i = 0; i < hs.size(); ++i) window_.push_back({next_fetch_ + i, hs[i]});
+  for (size_t i = 0; i < hs.size(); ++i) {
+    window_.push_back({next_fetch_ + i, hs[i]});
+    remember(layer_, experts_[next_fetch_ + i], hs[i]);
+  }
   next_fetch_ += count;
 }
 
@@ -229,7 +263,10 @@ void IodExperts::refill(size_t count) {
   }
   require(hs.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) +
                                        " handles for " + std::to_string(ids.size()) + " experts");
-  for (size_t i = 0; i < hs.size(); ++i) window_.push_back({next_fetch_ + i, hs[i]});
+  for (size_t i = 0; i < hs.size(); ++i) {
+    window_.push_back({next_fetch_ + i, hs[i]});
+    remember(layer_, experts_[next_fetch_ + i], hs[i]);
+  }
   next_fetch_ += count;
 }
 

@@ -4,7 +4,9 @@
 // handed to the model as soon as its slot turns READY, in completion order, as a view straight
 // into the read-only shared segment (no copy). Lookahead hints go out as `prefetch`, without
 // waiting for the reply (ExpertStoreClient::prefetch_async: at most kDefaultHintCapacity
-// unanswered, the rest dropped and counted in hint_stats()).
+// unanswered, the rest dropped and counted in hint_stats()), naming only the experts not known to
+// be READY already: with everything cached a hint would cost iod a message for nothing, and
+// then the layer's pins ride on the next fetch instead (hints_skipped()).
 //
 // A layer needing more experts than the cache has slots (a big prefill chunk on a small
 // budget) goes through a sliding window of at most slot_count() pinned experts: each expert's
@@ -53,6 +55,10 @@ class IodExperts : public ExpertSource {
   ipc::ExpertStoreClient& client() { return *client_; }
   uint32_t slot_count() const { return client_->info().layout.slot_count; }
   const ipc::HintStats& hint_stats() const { return client_->hint_stats(); }
+  // Hints not sent because every expert they named was READY in a slot this client was given
+  // (and still holds that record), and the experts left out of hints for that reason.
+  uint64_t hints_skipped() const { return hints_skipped_; }
+  uint64_t hint_experts_resident() const { return hint_experts_resident_; }
   // Sends pending releases now (otherwise they ride on the next fetch).
   void flush_releases();
   // One round trip to iod (a stats call): throws Error when it does not answer in time.
@@ -87,8 +93,19 @@ class IodExperts : public ExpertSource {
   std::vector<int> experts_;
   size_t next_fetch_ = 0;   // experts_[0, next_fetch_) were fetched
   size_t window_cap_ = 1;   // slots the layer may pin at once
-  size_t pending_count_ = 0;
-  int last_moe_layer_ = -1;  // the container's last layer with routed experts  // experts_[next_fetch_, + pending_count_) sent by start_refill, unanswered
+  size_t pending_count_ = 0;  // experts_[next_fetch_, + pending_count_) sent by start_refill, unanswered
+  int last_moe_layer_ = -1;  // the container's last layer with routed experts
+
+  // The last slot handle iod gave for each (layer, expert), [layer x experts_per_layer_ +
+  // expert]: a hint leaves out an expert whose handle is still READY (its generation unchanged,
+  // so the slot still holds that record). Advisory: iod may evict it a moment later, and the
+  // fetch then reads it as it would have anyway. Sized once from the container.
+  void remember(int layer, int expert, ipc::SlotHandle h);
+  bool known_ready(int layer, int expert) const;
+  uint32_t experts_per_layer_ = 0;
+  std::vector<ipc::SlotHandle> last_handle_;  // slot kNoHandle: never fetched
+  static constexpr uint32_t kNoHandle = UINT32_MAX;
+  uint64_t hints_skipped_ = 0, hint_experts_resident_ = 0;
   struct Fetched {
     size_t index;  // into experts_
     ipc::SlotHandle handle;

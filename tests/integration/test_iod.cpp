@@ -537,6 +537,47 @@ TEST_CASE("IodExperts: a layer ended before its first next_ready gives back the 
   CHECK_EQ(t.iod.stop(), 0);
 }
 
+TEST_CASE("IodExperts: a hint names only experts not READY already; with none left no hint goes out") {
+  // A 4-slot cache. The first MoE layer is not the last (synth_tiny), so a layer's pins wait
+  // for the next message: the hint, or when no hint is sent, the next layer's fetch.
+  TinyIod t(4);
+  REQUIRE(t.c.expert_layers().size() >= 2);
+  IodExperts src(t.c, t.iod.socket_path());
+  const int l0 = int(t.l0);
+  auto run_layer = [&](const std::vector<int>& want) {
+    src.fetch_layer(l0, want);
+    ExpertView v;
+    size_t n = 0;
+    while (src.next_ready(v) >= 0) ++n;
+    CHECK_EQ(n, want.size());
+    src.end_layer();
+  };
+  run_layer({1, 4});
+  // Both READY in slots this client was given: no message.
+  src.prefetch(l0, std::vector<int>{4, 1});
+  CHECK_EQ(src.hints_skipped(), 1u);
+  CHECK_EQ(src.hint_experts_resident(), 2u);
+  CHECK_EQ(src.hint_stats().sent, 0u);
+  // The pins of 1 and 4 ride on the next layer's fetch: another client then finds the three
+  // slots it needs free (7 stays pinned until the next message). Without them it is refused.
+  run_layer({7});
+  CHECK_EQ(src.hint_stats().sent, 0u);  // no release went alone
+  ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id(), ipc::kDefaultHintCapacity, 3000);
+  const std::vector<uint32_t> ex = {0, 2, 3};
+  auto hs = other.fetch(t.l0, ex);
+  check_records(t.c, other, t.l0, ex, hs);
+  // One of two READY: a hint naming only the other goes out (with 7's pin), and iod reads it.
+  src.prefetch(l0, std::vector<int>{7, 9});
+  CHECK_EQ(src.hints_skipped(), 1u);
+  CHECK_EQ(src.hint_experts_resident(), 3u);
+  CHECK_EQ(src.hint_stats().sent, 1u);
+  auto s = src.client().stats();  // answered after the hint (same connection, in order)
+  CHECK_EQ(s["prefetch"]["issued"].get<uint64_t>(), 1u);
+  CHECK_EQ(src.client().hint_stats().failed, 0u);
+  other.release(hs);
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
 TEST_CASE("iod: a hint carries the releases of the layer before it, unpinned before its reads") {
   // Every slot of a 4-slot cache pinned by one fetch; the hint that gives them back may read into
   // them at once: 2 prefetch reads issued. Without the releases it could issue none.
