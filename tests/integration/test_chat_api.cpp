@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/skip.h"

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -22,6 +23,7 @@
 #include "shared/util/error.h"
 #include "tests/integration/f32_file.h"
 #include "tests/integration/process.h"
+#include "tests/support/child_process.h"
 
 using namespace waste::test;
 
@@ -214,23 +216,30 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
   std::filesystem::permissions(run, std::filesystem::perms::owner_all);
   const char* iod_env = std::getenv("WASTE_IOD");
   REQUIRE(iod_env != nullptr);
-  const std::string iod_pid = run_ok(std::string(iod_env) + " --model " + model + " --run-dir " + run +
-                                     " --slots 6 > " + (tmp / "iod.log") + " 2>&1 & echo $!");
-  const pid_t pid = pid_t(std::stol(iod_pid));
+  // The iods and the bench are children of this test (exec'd by sh, with their output in log
+  // files), killed and reaped however the test ends.
+  auto start_iod = [&](const std::string& log) {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        "sh", "-c", "exec " + std::string(iod_env) + " --model " + model + " --run-dir " + run + " --slots 6 > " + log + " 2>&1"});
+  };
+  const auto iod = start_iod(tmp / "iod.log");
+  REQUIRE(iod->started());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   auto poll = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };  // bounded by the deadline
   while (!std::filesystem::exists(run + "/iod.sock") && std::chrono::steady_clock::now() < deadline) poll();
   REQUIRE(std::filesystem::exists(run + "/iod.sock"));
   // A long decode against that iod (bounded by timeout in case the error path hangs).
-  run_ok("(timeout 120 " + waste_bin() + " bench " + model + " --run-dir " + run + " -n 1000000 --no-progress > " +
-         (tmp / "bench.log") + " 2>&1; echo $? > " + (tmp / "bench.rc") + ") > /dev/null 2>&1 &");
+  ChildProcess bench({"sh", "-c", "timeout 120 " + waste_bin() + " bench " + model + " --run-dir " + run +
+                                      " -n 1000000 --no-progress > " + (tmp / "bench.log") + " 2>&1; echo $? > " +
+                                      (tmp / "bench.rc")});
+  REQUIRE(bench.started());
   // Once the bench is fetching (iod counted misses), kill iod without warning.
   {
     waste::ipc::ExpertStoreClient probe(run + "/iod.sock");
     while (probe.stats().value("misses", uint64_t(0)) == 0 && std::chrono::steady_clock::now() < deadline) poll();
   }
-  REQUIRE(::kill(pid, SIGKILL) == 0);
-  run_command("wait " + iod_pid);
+  REQUIRE(::kill(iod->pid(), SIGKILL) == 0);
+  iod->wait_exit(10);  // reaps it
   while (!std::filesystem::exists(tmp / "bench.rc") && std::chrono::steady_clock::now() < deadline) poll();
   REQUIRE(std::filesystem::exists(tmp / "bench.rc"));
   std::string rc, log;
@@ -243,9 +252,8 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
 
   // The killed iod left its shared memory segment behind. A new iod in the same run directory
   // must find and remove it (the recovery path), and leaves nothing behind when stopped.
-  const std::string again = run_ok(std::string(iod_env) + " --model " + model + " --run-dir " + run +
-                                   " --slots 6 > " + (tmp / "iod2.log") + " 2>&1 & echo $!");
-  const pid_t pid2 = pid_t(std::stol(again));
+  const auto again = start_iod(tmp / "iod2.log");
+  REQUIRE(again->started());
   // The dead iod's socket file is still there: wait until the new one answers.
   bool answering = false;
   while (!answering && std::chrono::steady_clock::now() < deadline) {
@@ -258,8 +266,8 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
     }
   }
   REQUIRE(answering);
-  REQUIRE(::kill(pid2, SIGTERM) == 0);
-  run_command("wait " + again);
+  REQUIRE(::kill(again->pid(), SIGTERM) == 0);
+  again->wait_exit(30);
   while (std::filesystem::exists(run + "/iod.sock") && std::chrono::steady_clock::now() < deadline) poll();
   std::ifstream l2(tmp / "iod2.log");
   const std::string log2((std::istreambuf_iterator<char>(l2)), std::istreambuf_iterator<char>());

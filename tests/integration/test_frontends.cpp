@@ -12,7 +12,7 @@
 
 #include "shared/ipc/shm_segment.h"
 #include "shared/platform/shm.h"
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"

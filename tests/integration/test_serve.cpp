@@ -10,7 +10,7 @@
 #include <regex>
 #include <sstream>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/skip.h"
 
