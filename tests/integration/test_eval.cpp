@@ -23,6 +23,7 @@
 #include "shared/util/error.h"
 #include "tests/integration/f32_file.h"
 #include "tests/integration/process.h"
+#include "tests/integration/synth_model.h"
 #include "tests/support/child_process.h"
 
 using namespace waste::test;
@@ -104,7 +105,7 @@ TEST_CASE("placement never changes the logits: iod budgets, prefetch, in-process
   for (const std::string preset : {"tiny-kimi-linear", "tiny-k3", "tiny-k2"}) {
     CAPTURE(preset);
     const std::string model = tmp / (preset + ".waste");
-    run_ok(waste_bin() + " synth --no-progress --preset " + preset + " --seed 3 --out " + model);
+    synth_model(model, "--preset " + preset + " --seed 3");
     // 40 fixed pseudo-random ids (random weights would collapse into one repeated token).
     std::mt19937 g(11);
     nlohmann::json ids = nlohmann::json::array();
@@ -144,7 +145,7 @@ TEST_CASE("placement never changes the logits: iod budgets, prefetch, in-process
 TEST_CASE("waste run: streamed text is a function of prompt and seed, through iod or in-process") {
   TempDir tmp;
   const std::string model = tmp / "m.waste";
-  run_ok(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --seed 5 --out " + model);
+  synth_model(model, "--preset tiny-kimi-linear --seed 5");
   // The generated text is the stdout line that starts with the prompt.
   auto text = [&](const std::string& args) {
     const std::string out = run_ok(waste_bin() + " run " + model + " \"Once upon\" -n 12 --no-progress " + args);
@@ -211,7 +212,7 @@ TEST_CASE("VQ3R experts: logit error and top-1 agreement within bounds on every 
 TEST_CASE("iod killed mid-request: the command fails with a clear error, no crash, no hang") {
   TempDir tmp;
   const std::string model = tmp / "m.waste", run = tmp / "run";
-  run_ok(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --seed 9 --out " + model);
+  synth_model(model, "--preset tiny-kimi-linear --seed 9");
   std::filesystem::create_directories(run);
   std::filesystem::permissions(run, std::filesystem::perms::owner_all);
   const char* iod_env = std::getenv("WASTE_IOD");
@@ -278,7 +279,7 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
 TEST_CASE("waste bench --timeline: one Chrome trace with compute's and the private iod's spans on one clock") {
   TempDir tmp;
   const std::string model = tmp / "m.waste";
-  run_ok(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --seed 4 --out " + model);
+  synth_model(model, "--preset tiny-kimi-linear --seed 4");
   const std::string trace = tmp / "timeline.json";
   run_ok(waste_bin() + " bench " + model + " --no-progress -n 3 --prefill 8 --slots 10 --timeline " + trace);
   std::ifstream f(trace);

@@ -21,6 +21,7 @@
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
+#include "tests/integration/synth_model.h"
 #include "tools/libwaste/engine_client.h"
 
 using namespace waste::test;
@@ -190,7 +191,7 @@ TEST_CASE("liveness: the supervisor kills a wedged child and starts a new one") 
 TEST_CASE("liveness: `waste down` stops a supervisor that is still starting") {
   TempDir dir;
   const std::string model = dir / "tiny.waste", run = dir / "run";
-  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  synth_model(model, "--preset tiny-kimi-linear");
   // An iod that never answers: the supervisor waits for its socket (up to ten minutes).
   const std::string slow = dir / "slow-iod";
   std::ofstream(slow) << "#!/bin/sh\nexec sleep 300\n";
@@ -271,7 +272,7 @@ TEST_CASE("liveness: Ctrl-C of `waste up` while it starts stops the instance: no
   // Before: a traceback, and the daemon went on starting in the background.
   TempDir dir;
   const std::string model = dir / "tiny.waste", run = dir / "run";
-  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  synth_model(model, "--preset tiny-kimi-linear");
   const std::string slow = dir / "slow-iod";  // never answers: `up` is still waiting when interrupted
   std::ofstream(slow) << "#!/bin/sh\nexec sleep 300\n";
   ::chmod(slow.c_str(), 0700);
