@@ -9,15 +9,18 @@
 #include "shared/stats/expert_stats.h"
 #include "shared/stats/stat.h"
 
-#define WASTE_GENERATE_STATS(X, G)                                                                                   \
-  X(uint64_t, prompt_tokens, "promptTokens", "/prompt_tokens", Counter, "tokens", "", 1,                              \
-    "Prompt tokens of the request (cached and image positions included).")                                            \
+// The token counts a request and a session (its requests summed, engine_stats.h) both report.
+#define WASTE_TOKEN_STATS(X, G)                                                                                      \
+  X(uint64_t, prompt_tokens, "promptTokens", "/prompt_tokens", Counter, "tokens", "", 1, "Prompt tokens fed.")        \
   X(uint64_t, tokens, "tokens", "/tokens", Counter, "tokens", "", 1, "Tokens generated.")                             \
+  X(double, decode_seconds, "decodeSeconds", "/decode_seconds", Counter, "seconds", "", 1, "Seconds decoding.")       \
+  X(double, tok_per_s, "tokPerSecond", "/tok_per_s", Gauge, "tokens/s", "", 1, "Generated tokens per second decoding.")
+
+// A request's prompt tokens include its cached and image positions (cached_tokens, image_tokens).
+#define WASTE_GENERATE_STATS(X, G)                                                                                   \
+  WASTE_TOKEN_STATS(X, G)                                                                                             \
   X(double, prefill_seconds, "prefillSeconds", "/prefill_seconds", Counter, "seconds", "", 1,                         \
     "Seconds prefilling the prompt.")                                                                                 \
-  X(double, decode_seconds, "decodeSeconds", "/decode_seconds", Counter, "seconds", "", 1, "Seconds decoding.")       \
-  X(double, tok_per_s, "tokPerSecond", "/tok_per_s", Gauge, "tokens/s", "", 1,                                        \
-    "Generated tokens per second of decoding (tokens_per_second).")                                                   \
   X(double, queue_seconds, "queueSeconds", "/queue_seconds", Counter, "seconds", "", 1,                               \
     "Seconds waited before the first step.")                                                                          \
   G(ExpertSourceStats, experts)                                                                                       \
