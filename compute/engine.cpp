@@ -5,6 +5,7 @@
 
 #include "compute/model/container_weights.h"
 #include "shared/stats/arithmetic.h"
+#include "shared/stats/engine_stats.h"  // tokens_per_second
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 #include "shared/util/thread_pool.h"
@@ -156,7 +157,7 @@ GenerateStats Engine::generate(Session& s, std::span<const int32_t> prompt, cons
           "generate: the prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
               std::to_string(s.max_context()) + " (" + std::to_string(s.position()) + " used)");
   GenerateStats st;
-  st.prompt_tokens = int64_t(prompt.size());
+  st.prompt_tokens = prompt.size();
   const ExpertSourceStats before = experts_->stats();
   std::vector<float> logits(size_t(config().vocab));
   auto t0 = std::chrono::steady_clock::now();
@@ -170,7 +171,7 @@ GenerateStats Engine::generate(Session& s, std::span<const int32_t> prompt, cons
   if (tokenizer_) text.emplace(*tokenizer_);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   st.stop_reason = "max_tokens";
-  while (st.tokens < params.max_tokens) {
+  while (int64_t(st.tokens) < params.max_tokens) {
     const int32_t id = sampler.sample(logits, history);
     history.push_back(id);
     ++st.tokens;
@@ -190,7 +191,7 @@ GenerateStats Engine::generate(Session& s, std::span<const int32_t> prompt, cons
       st.stop_reason = "callback";
       break;
     }
-    if (st.tokens >= params.max_tokens) break;
+    if (int64_t(st.tokens) >= params.max_tokens) break;
     if (s.position() >= s.max_context()) {
       st.stop_reason = "context";
       break;
@@ -204,6 +205,7 @@ GenerateStats Engine::generate(Session& s, std::span<const int32_t> prompt, cons
     if (!rest.empty()) on_token(-1, rest);
   }
   st.decode_seconds = seconds_since(t0);
+  st.tok_per_s = stats::tokens_per_second(st.tokens, st.decode_seconds);
   st.experts = stats::minus(experts_->stats(), before);
   return st;
 }

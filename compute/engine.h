@@ -23,6 +23,7 @@
 #include "compute/vision/vision_encoder.h"
 #include "shared/chat/render.h"
 #include "shared/container/reader.h"
+#include "shared/stats/generate_stats.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace waste {
@@ -44,12 +45,11 @@ struct EngineOptions {
   uint64_t in_process_cache_bytes = 1ull << 30;
 };
 
-struct GenerateStats {
-  int64_t prompt_tokens = 0, tokens = 0;  // tokens: generated
-  double prefill_seconds = 0, decode_seconds = 0;
-  double decode_tok_per_s() const { return decode_seconds > 0 ? double(tokens) / decode_seconds : 0.0; }
+// What a generate call did: a request's statistics (one definition: shared/stats/generate_stats.h;
+// in process there is no queue, tool-call parsing, prompt cache or image accounting, so those
+// stay 0; experts: during this call) and how it ended.
+struct GenerateStats : stats::GenerateStats {
   double seconds() const { return prefill_seconds + decode_seconds; }
-  ExpertSourceStats experts;               // during this call
   std::string stop_reason;                 // max_tokens, stop_token, stop_string, context, callback
 };
 

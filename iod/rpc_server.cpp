@@ -232,8 +232,7 @@ class ExpertStoreImpl final : public proto::ExpertStore::Server {
       auto layers = s.initLayers(uint32_t(st.layers.size()));
       for (size_t i = 0; i < st.layers.size(); ++i) {
         layers[uint32_t(i)].setLayer(st.layers[i].first);
-        layers[uint32_t(i)].setHits(st.layers[i].second.hits);
-        layers[uint32_t(i)].setMisses(st.layers[i].second.misses);
+        stats::to_capnp(st.layers[i].second, layers[uint32_t(i)]);
       }
     });
   }

@@ -257,7 +257,7 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
       if (j.stops->stopped()) j.out.stop_reason = "stop_string";
       else if (!j.test_reply.empty() && j.test_reply_at >= j.test_reply.size()) j.out.stop_reason = "stop_token";
       else if (j.cancel->load()) j.out.stop_reason = "cancelled";
-      else if (j.out.tokens >= j.params.max_tokens) j.out.stop_reason = "max_tokens";
+      else if (int64_t(j.out.tokens) >= j.params.max_tokens) j.out.stop_reason = "max_tokens";
       else if (s.model->position() >= s.model->max_context()) j.out.stop_reason = "context";
     }
     if (!j.out.stop_reason.empty()) {
@@ -317,7 +317,7 @@ void EngineService::restore_from_cache(Job& j) {
   s.model.emplace(c->state.with_context(s.context));
   s.fed.assign(j.feed.begin(), j.feed.begin() + ptrdiff_t(c->ids.size()));
   j.fed = c->ids.size();
-  j.out.cached_tokens = int64_t(c->ids.size());
+  j.out.cached_tokens = c->ids.size();
   if (j.fed == j.feed.size()) j.logits = c->logits;  // nothing left to prefill: its logits are the prompt's
   std::lock_guard lk(mu_);
   s.position = int64_t(s.fed.size());
@@ -379,14 +379,14 @@ void EngineService::finish(Job& j, std::string error, ErrorKind kind, std::strin
     s.cancel.reset();
     s.position = int64_t(s.fed.size()) + (s.unfed ? 1 : 0);
     s.counters.requests += 1;
-    s.counters.prompt_tokens += uint64_t(j.out.prompt_tokens);
-    s.counters.tokens += uint64_t(j.out.tokens);
+    s.counters.prompt_tokens += j.out.prompt_tokens;
+    s.counters.tokens += j.out.tokens;
     s.counters.decode_seconds += j.out.decode_seconds;
     --queued_;
     ++requests_;
     if (!j.out.error.empty()) ++failed_;
-    prompt_tokens_ += uint64_t(j.out.prompt_tokens);
-    tokens_ += uint64_t(j.out.tokens);
+    prompt_tokens_ += j.out.prompt_tokens;
+    tokens_ += j.out.tokens;
   }
   if (!j.out.error.empty()) spdlog::warn("compute: session {}: {}", j.s->id, j.out.error);
   j.cb.done(j.out);

@@ -39,6 +39,7 @@
 #include "shared/ipc/expert_store_client.h"
 #include "shared/reply/reply_parser.h"
 #include "shared/stats/engine_stats.h"
+#include "shared/stats/generate_stats.h"
 
 namespace waste::server {
 
@@ -107,18 +108,13 @@ struct ServiceStats : stats::EngineStats {
   std::vector<SessionSnapshot> sessions_detail;
 };
 
-struct GenerateOutcome {
+// A request's statistics (one definition: shared/stats/generate_stats.h), how it ended, or why
+// it failed.
+struct GenerateOutcome : stats::GenerateStats {
   std::string error;          // empty: success
   ErrorKind error_kind = ErrorKind::Internal;  // of a failure: what front ends answer (HTTP status)
   std::string error_param;                     // of a failure: the field at fault, the process unavailable
-  int64_t prompt_tokens = 0, tokens = 0;
-  double queue_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
-  ExpertSourceStats experts;
   std::string stop_reason;    // max_tokens, stop_token, stop_string, context, cancelled
-  uint32_t tool_calls = 0;    // in the parsed reply of a chat
-  int64_t cached_tokens = 0;  // of prompt_tokens, taken from a prompt-cache checkpoint (not prefilled)
-  int64_t image_tokens = 0;   // of prompt_tokens, the positions images expanded into
-  double image_seconds = 0;   // the vision tower on the request's images
 };
 
 // A prompt's images: where each one's positions are (ImageRun, rows not yet computed) and its

@@ -445,17 +445,8 @@ class SessionImpl final : public proto::Session::Server {
             if (!o.error.empty()) return failure(o.error, o.error_kind, o.error_param);
             return raw->drained().then([ctx, raw, o = std::move(o)]() mutable {
               auto s = ctx.getResults().initStats();
-              s.setPromptTokens(uint64_t(o.prompt_tokens));
-              s.setTokens(uint64_t(o.tokens));
-              s.setPrefillSeconds(o.prefill_seconds);
-              s.setDecodeSeconds(o.decode_seconds);
-              s.setTokPerSecond(o.decode_seconds > 0 ? double(o.tokens) / o.decode_seconds : 0.0);
-              s.setQueueSeconds(o.queue_seconds);
-              stats::to_capnp(o.experts, s);
-              s.setToolCalls(o.tool_calls);
-              s.setCachedTokens(uint64_t(o.cached_tokens));
-              s.setImageTokens(uint64_t(o.image_tokens));
-              s.setImageSeconds(o.image_seconds);
+              o.tok_per_s = stats::tokens_per_second(o.tokens, o.decode_seconds);
+              stats::to_capnp(static_cast<const stats::GenerateStats&>(o), s);
               s.setStopReason(raw->failed() ? "cancelled" : o.stop_reason);
             });
           })

@@ -101,7 +101,7 @@ void EngineService::generate(uint64_t session, std::vector<int32_t> prompt, cons
     j->cancel = cancel;
     j->cb = std::move(cb);
     j->history = prompt;
-    j->out.prompt_tokens = int64_t(prompt.size());
+    j->out.prompt_tokens = prompt.size();
     j->submitted = Clock::now();
     j->feed = std::move(prompt);  // the worker puts the session's unfed id in front
     j->images = std::move(images.runs);

@@ -286,8 +286,11 @@ nlohmann::json ExpertStoreClient::stats() {
     j["io_path"] = s.getIoPath().cStr();
     j["policy"] = s.getPolicy().cStr();
     j["layers"] = nlohmann::json::array();
-    for (auto l : s.getLayers())
-      j["layers"].push_back({{"layer", l.getLayer()}, {"hits", l.getHits()}, {"misses", l.getMisses()}});
+    for (auto l : s.getLayers()) {
+      nlohmann::json layer = stats::to_json(stats::from_capnp<stats::LayerCounters>(l));
+      layer["layer"] = l.getLayer();
+      j["layers"].push_back(std::move(layer));
+    }
     return j;
   });
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "shared/stats/expert_stats.h"
+#include "shared/stats/generate_stats.h"  // WASTE_TOKEN_STATS
 #include "shared/stats/stat.h"
 
 #define WASTE_ENGINE_STATS(X, G)                                                                                     \
@@ -40,13 +41,11 @@
   X(uint32_t, max_batch, "maxBatch", "/max_batch", Gauge, "sessions", "waste_batch_max", 1,                           \
     "The most sessions in one step.")
 
-// A session's own work; /metrics shows only the totals (WASTE_ENGINE_STATS).
+// A session's own work (its requests' token counts summed: generate_stats.h); /metrics shows
+// only the totals (WASTE_ENGINE_STATS).
 #define WASTE_SESSION_STATS(X, G)                                                                                    \
   X(uint64_t, requests, "requests", "/requests", Counter, "requests", "", 1, "Generate requests finished.")           \
-  X(uint64_t, prompt_tokens, "promptTokens", "/prompt_tokens", Counter, "tokens", "", 1, "Prompt tokens fed.")        \
-  X(uint64_t, tokens, "tokens", "/tokens", Counter, "tokens", "", 1, "Tokens generated.")                             \
-  X(double, decode_seconds, "decodeSeconds", "/decode_seconds", Counter, "seconds", "", 1, "Seconds decoding.")       \
-  X(double, tok_per_s, "tokPerSecond", "/tok_per_s", Gauge, "tokens/s", "", 1, "Generated tokens per second decoding.") \
+  WASTE_TOKEN_STATS(X, G)                                                                                             \
   G(ExpertSourceStats, experts)
 
 #define WASTE_PROMPT_CACHE_STATS(X, G)                                                                               \

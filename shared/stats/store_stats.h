@@ -34,10 +34,15 @@
   X(uint64_t, prewarmed, "prewarmed", "/prewarmed", Counter, "records", "", 1,                                        \
     "Records read at start because the usage file ranks them hottest.")
 
+// One MoE layer's share of the lookups above (LayerStats beside the layer's number).
+#define WASTE_LAYER_STATS(X, G)                                                                                      \
+  X(uint64_t, hits, "hits", "/hits", Counter, "lookups", "", 1, "This layer's expert lookups served from the cache.") \
+  X(uint64_t, misses, "misses", "/misses", Counter, "lookups", "", 1, "This layer's expert lookups that read the disk.")
+
 namespace waste::stats {
 
 struct LayerCounters {
-  uint64_t hits = 0, misses = 0;
+  WASTE_STATS(WASTE_LAYER_STATS)
 };
 
 struct StoreStats {

@@ -29,6 +29,7 @@
 #include "shared/tokenizer/tokenizer_config.h"
 #include "shared/util/file.h"
 #include "tests/fuzz/fuzz_tokenizer.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace waste;
@@ -240,10 +241,10 @@ void session_seeds() {
       std::vector<float> logits(size_t(model.config().vocab));
       model.forward(s, ids, logits.data());
     }
-    const std::string tmp = fs::temp_directory_path() / ("waste-seed-session-" + std::to_string(n));
+    const test::TempDir dir("waste-seed-session");
+    const std::string tmp = dir / "seed.session";
     write_session_file(tmp, model, 42, s, ids, n > 0 ? std::optional<int32_t>(7) : std::nullopt);
     put("session", "kimi-linear-" + std::to_string(n) + "-tokens", read_file_bytes(tmp, 1 << 20));
-    fs::remove(tmp);
   }
 }
 

@@ -1,13 +1,14 @@
 // Helpers for integration tests that run the real `waste` binary: run a command, capture its
-// output and exit status, and make a temporary directory removed at the end of the test.
+// output and exit status. (TempDir, which most of them use beside these, is tests/support's.)
 #pragma once
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
+
+#include "tests/support/temp_dir.h"
 
 namespace waste::test {
 
@@ -37,22 +38,5 @@ inline std::string shared_dir() {
   const char* dir = std::getenv("WASTE_SHARED_DIR");
   return dir ? dir : "../shared";
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "waste-test-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace waste::test

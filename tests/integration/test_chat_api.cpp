@@ -9,10 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/skip.h"
+#include "tests/integration/synth_model.h"
 
 using namespace waste::test;
 using json = nlohmann::ordered_json;
@@ -108,8 +109,7 @@ void check_tool_calls(const json& calls) {
 
 TEST_CASE("waste prompt renders every K3 reference case exactly; with a model it adds the ids") {
   TempDir tmp;
-  const auto s = run_command(waste_bin() + " synth --preset tiny-k3 --out " + tmp.path() + "/k3.waste --no-progress");
-  REQUIRE_MESSAGE(s.status == 0, s.output);
+  synth_model(tmp / "k3.waste", "--preset tiny-k3");
   for (const json& c : k3_cases()) {
     CAPTURE(c["name"].get<std::string>());
     const json out = prompt_json("--format k3", c["request"], tmp.path());

@@ -17,6 +17,7 @@
 #include "shared/util/file.h"
 #include "shared/util/random.h"
 #include "tests/integration/process.h"
+#include "tests/integration/synth_model.h"
 
 using namespace waste;
 using namespace waste::test;
@@ -34,11 +35,7 @@ void flip_byte(const std::string& path, uint64_t offset) {
 }
 
 std::string synth(const TempDir& tmp, const std::string& name, const std::string& args) {
-  std::string out = tmp / name;
-  auto r = run_command(waste_bin() + " synth --no-progress --out " + out + " " + args);
-  INFO(r.output);
-  REQUIRE_EQ(r.status, 0);
-  return out;
+  return synth_model(tmp / name, args);
 }
 
 }  // namespace

@@ -192,8 +192,8 @@ TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the super
   // Cold, then warm: the budget holds every expert, so the second run hits.
   run_alone(where, probe);
   const client::Result warm = run_alone(where, probe).result;
-  const double warm_rate = double(warm.hits) / double(std::max<uint64_t>(1, warm.hits + warm.misses));
-  CHECK(warm.hits > 0);
+  const double warm_rate = double(warm.experts.hits) / double(std::max<uint64_t>(1, warm.experts.hits + warm.experts.misses));
+  CHECK(warm.experts.hits > 0);
 
   const int compute_pid = inst.pid_of("compute");
   REQUIRE(compute_pid > 0);
@@ -243,7 +243,7 @@ TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the super
   }
   REQUIRE_MESSAGE(back, inst.why());
   CHECK(inst.pid_of("compute") != compute_pid);
-  const double after_rate = double(after.hits) / double(std::max<uint64_t>(1, after.hits + after.misses));
+  const double after_rate = double(after.experts.hits) / double(std::max<uint64_t>(1, after.experts.hits + after.experts.misses));
   MESSAGE("hit rate warm " << warm_rate << ", right after the compute restart " << after_rate);
   CHECK(after_rate >= warm_rate);
 

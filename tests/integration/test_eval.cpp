@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -22,6 +23,8 @@
 #include "shared/util/error.h"
 #include "tests/integration/f32_file.h"
 #include "tests/integration/process.h"
+#include "tests/integration/synth_model.h"
+#include "tests/support/child_process.h"
 
 using namespace waste::test;
 
@@ -102,7 +105,7 @@ TEST_CASE("placement never changes the logits: iod budgets, prefetch, in-process
   for (const std::string preset : {"tiny-kimi-linear", "tiny-k3", "tiny-k2"}) {
     CAPTURE(preset);
     const std::string model = tmp / (preset + ".waste");
-    run_ok(waste_bin() + " synth --no-progress --preset " + preset + " --seed 3 --out " + model);
+    synth_model(model, "--preset " + preset + " --seed 3");
     // 40 fixed pseudo-random ids (random weights would collapse into one repeated token).
     std::mt19937 g(11);
     nlohmann::json ids = nlohmann::json::array();
@@ -142,7 +145,7 @@ TEST_CASE("placement never changes the logits: iod budgets, prefetch, in-process
 TEST_CASE("waste run: streamed text is a function of prompt and seed, through iod or in-process") {
   TempDir tmp;
   const std::string model = tmp / "m.waste";
-  run_ok(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --seed 5 --out " + model);
+  synth_model(model, "--preset tiny-kimi-linear --seed 5");
   // The generated text is the stdout line that starts with the prompt.
   auto text = [&](const std::string& args) {
     const std::string out = run_ok(waste_bin() + " run " + model + " \"Once upon\" -n 12 --no-progress " + args);
@@ -209,28 +212,35 @@ TEST_CASE("VQ3R experts: logit error and top-1 agreement within bounds on every 
 TEST_CASE("iod killed mid-request: the command fails with a clear error, no crash, no hang") {
   TempDir tmp;
   const std::string model = tmp / "m.waste", run = tmp / "run";
-  run_ok(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --seed 9 --out " + model);
+  synth_model(model, "--preset tiny-kimi-linear --seed 9");
   std::filesystem::create_directories(run);
   std::filesystem::permissions(run, std::filesystem::perms::owner_all);
   const char* iod_env = std::getenv("WASTE_IOD");
   REQUIRE(iod_env != nullptr);
-  const std::string iod_pid = run_ok(std::string(iod_env) + " --model " + model + " --run-dir " + run +
-                                     " --slots 6 > " + (tmp / "iod.log") + " 2>&1 & echo $!");
-  const pid_t pid = pid_t(std::stol(iod_pid));
+  // The iods and the bench are children of this test (exec'd by sh, with their output in log
+  // files), killed and reaped however the test ends.
+  auto start_iod = [&](const std::string& log) {
+    return std::make_unique<ChildProcess>(std::vector<std::string>{
+        "sh", "-c", "exec " + std::string(iod_env) + " --model " + model + " --run-dir " + run + " --slots 6 > " + log + " 2>&1"});
+  };
+  const auto iod = start_iod(tmp / "iod.log");
+  REQUIRE(iod->started());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   auto poll = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };  // bounded by the deadline
   while (!std::filesystem::exists(run + "/iod.sock") && std::chrono::steady_clock::now() < deadline) poll();
   REQUIRE(std::filesystem::exists(run + "/iod.sock"));
   // A long decode against that iod (bounded by timeout in case the error path hangs).
-  run_ok("(timeout 120 " + waste_bin() + " bench " + model + " --run-dir " + run + " -n 1000000 --no-progress > " +
-         (tmp / "bench.log") + " 2>&1; echo $? > " + (tmp / "bench.rc") + ") > /dev/null 2>&1 &");
+  ChildProcess bench({"sh", "-c", "timeout 120 " + waste_bin() + " bench " + model + " --run-dir " + run +
+                                      " -n 1000000 --no-progress > " + (tmp / "bench.log") + " 2>&1; echo $? > " +
+                                      (tmp / "bench.rc")});
+  REQUIRE(bench.started());
   // Once the bench is fetching (iod counted misses), kill iod without warning.
   {
     waste::ipc::ExpertStoreClient probe(run + "/iod.sock");
     while (probe.stats().value("misses", uint64_t(0)) == 0 && std::chrono::steady_clock::now() < deadline) poll();
   }
-  REQUIRE(::kill(pid, SIGKILL) == 0);
-  run_command("wait " + iod_pid);
+  REQUIRE(::kill(iod->pid(), SIGKILL) == 0);
+  iod->wait_exit(10);  // reaps it
   while (!std::filesystem::exists(tmp / "bench.rc") && std::chrono::steady_clock::now() < deadline) poll();
   REQUIRE(std::filesystem::exists(tmp / "bench.rc"));
   std::string rc, log;
@@ -243,9 +253,8 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
 
   // The killed iod left its shared memory segment behind. A new iod in the same run directory
   // must find and remove it (the recovery path), and leaves nothing behind when stopped.
-  const std::string again = run_ok(std::string(iod_env) + " --model " + model + " --run-dir " + run +
-                                   " --slots 6 > " + (tmp / "iod2.log") + " 2>&1 & echo $!");
-  const pid_t pid2 = pid_t(std::stol(again));
+  const auto again = start_iod(tmp / "iod2.log");
+  REQUIRE(again->started());
   // The dead iod's socket file is still there: wait until the new one answers.
   bool answering = false;
   while (!answering && std::chrono::steady_clock::now() < deadline) {
@@ -258,8 +267,8 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
     }
   }
   REQUIRE(answering);
-  REQUIRE(::kill(pid2, SIGTERM) == 0);
-  run_command("wait " + again);
+  REQUIRE(::kill(again->pid(), SIGTERM) == 0);
+  again->wait_exit(30);
   while (std::filesystem::exists(run + "/iod.sock") && std::chrono::steady_clock::now() < deadline) poll();
   std::ifstream l2(tmp / "iod2.log");
   const std::string log2((std::istreambuf_iterator<char>(l2)), std::istreambuf_iterator<char>());
@@ -270,7 +279,7 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
 TEST_CASE("waste bench --timeline: one Chrome trace with compute's and the private iod's spans on one clock") {
   TempDir tmp;
   const std::string model = tmp / "m.waste";
-  run_ok(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --seed 4 --out " + model);
+  synth_model(model, "--preset tiny-kimi-linear --seed 4");
   const std::string trace = tmp / "timeline.json";
   run_ok(waste_bin() + " bench " + model + " --no-progress -n 3 --prefill 8 --slots 10 --timeline " + trace);
   std::ifstream f(trace);

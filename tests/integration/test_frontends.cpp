@@ -12,10 +12,11 @@
 
 #include "shared/ipc/shm_segment.h"
 #include "shared/platform/shm.h"
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
+#include "tests/integration/synth_model.h"
 
 using namespace waste;
 using namespace waste::test;
@@ -241,7 +242,7 @@ TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats
 TEST_CASE("waste chat: a private instance is stopped and removed on SIGTERM mid-reply and on Ctrl-C at the prompt") {
   TempDir models;
   const std::string model = models / "tiny.waste";
-  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  synth_model(model, "--preset tiny-kimi-linear");
   TempDir nowhere;
   for (const int sig : {SIGTERM, SIGINT}) {
     CAPTURE(sig);

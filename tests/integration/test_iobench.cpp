@@ -12,6 +12,7 @@
 #include "iod/io/io_choice.h"
 #include "shared/container/reader.h"
 #include "tests/integration/process.h"
+#include "tests/integration/synth_model.h"
 #include "tests/io_uring_probe.h"
 #include "tests/skip.h"
 
@@ -32,9 +33,7 @@ TEST_CASE("waste iobench interleaves raw passes with replay rounds and reports e
   TempDir tmp;
   std::string model = tmp / "tiny.waste";
   {
-    auto r = run_command(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --out " + model);
-    INFO(r.output);
-    REQUIRE_EQ(r.status, 0);
+    synth_model(model, "--preset tiny-kimi-linear");
   }
   Container c = Container::open(model);
   const uint32_t L = uint32_t(c.expert_layers().size());

@@ -3,7 +3,6 @@
 // SIGTERM, restart after kill -9, corrupt record, forced pread).
 #include <doctest/doctest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,9 +27,11 @@
 #include "shared/util/error.h"
 #include "tests/integration/process.h"
 #include "tests/integration/scoped_env.h"
+#include "tests/integration/synth_model.h"
 #include "tools/iobench/private_iod.h"
 #include "tests/io_uring_probe.h"
 #include "tests/skip.h"
+#include "tests/support/child_process.h"
 
 using namespace waste;
 using namespace waste::test;
@@ -38,13 +39,7 @@ using waste::iobench::PrivateIod;
 
 namespace {
 
-std::string synth_tiny(const TempDir& tmp, const std::string& name = "tiny.waste") {
-  std::string out = tmp / name;
-  auto r = run_command(waste_bin() + " synth --no-progress --preset tiny-kimi-linear --out " + out);
-  INFO(r.output);
-  REQUIRE_EQ(r.status, 0);
-  return out;
-}
+std::string synth_tiny(const TempDir& tmp) { return synth_model(tmp / "tiny.waste", "--preset tiny-kimi-linear"); }
 
 std::vector<std::string> iod_args(const std::string& model, uint32_t slots, const std::string& io = iod::kDefaultIo) {
   return {"--model", model, "--slots", std::to_string(slots), "--io", io, "--qd", "4"};
@@ -238,9 +233,9 @@ TEST_CASE("iod: a client killed with -9 loses its pins") {
   PrivateIod iod(iod_args(model, 8), tmp / "run");
   int pipefd[2];
   REQUIRE(::pipe(pipefd) == 0);
-  pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  OwnedPid child(::fork());  // killed and reaped on every exit path
+  REQUIRE(child.get() >= 0);
+  if (child.get() == 0) {
     // Pins every slot, tells the parent, then waits to be killed.
     ::close(pipefd[0]);
     try {
@@ -294,9 +289,7 @@ TEST_CASE("iod: a client killed with -9 loses its pins") {
     CHECK_EQ(s["misses"].get<uint64_t>(), 8u);  // the waiting fetch has not been served
     client.trace_stop();
   }
-  ::kill(child, SIGKILL);
-  int st;
-  ::waitpid(child, &st, 0);
+  child.kill_and_reap();
   waiter.join();
   CHECK_EQ(waiter_error, "");
   {
@@ -604,11 +597,8 @@ TEST_CASE("iod: one-way calls beyond the bound are dropped and counted while iod
   auto held = client.fetch(l0, one);
   client.wait(held[0]);
   // A stopped iod answers nothing: three hints fill the bound, the next calls are not sent.
-  REQUIRE_EQ(::kill(iod.pid(), SIGSTOP), 0);
-  struct Resume {  // on every exit path, or iod's SIGTERM at the end would wait forever
-    pid_t pid;
-    ~Resume() { ::kill(pid, SIGCONT); }
-  } resume{iod.pid()};
+  ScopedStop stop(iod.pid());  // resumed on every exit path, or iod's SIGTERM at the end would wait forever
+  REQUIRE(stop.stopped());
   CHECK(client.prefetch_async(l0, std::vector<uint32_t>{2}));
   CHECK(client.prefetch_async(l0, std::vector<uint32_t>{3}));
   CHECK(client.prefetch_async(l0, std::vector<uint32_t>{4}));
@@ -622,7 +612,7 @@ TEST_CASE("iod: one-way calls beyond the bound are dropped and counted while iod
     CHECK_EQ(h.outstanding, 3u);
     CHECK_EQ(h.failed, 0u);
   }
-  REQUIRE_EQ(::kill(iod.pid(), SIGCONT), 0);
+  REQUIRE(stop.resume());
   // The next call on the connection takes the three answers; the bound is free again.
   client.release(held);
   const ipc::HintStats& h = client.hint_stats();

@@ -16,11 +16,12 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
+#include "tests/integration/synth_model.h"
 #include "tools/libwaste/engine_client.h"
 
 using namespace waste::test;
@@ -40,13 +41,6 @@ bool eventually(const std::function<bool()>& done, double timeout_s) {
   }
   return true;
 }
-
-// SIGSTOP for a scope; SIGCONT on every exit path, so a failed check never leaves a process stopped.
-struct Stopped {
-  explicit Stopped(int p) : pid(p) { ::kill(pid, SIGSTOP); }
-  ~Stopped() { ::kill(pid, SIGCONT); }
-  int pid;
-};
 
 json parse(const std::string& s) { return json::parse(s, nullptr, false); }
 
@@ -72,7 +66,7 @@ TEST_CASE("liveness: a stopped iod fails requests within the deadline, /health n
   CHECK(parse(fine.body)["iod"]["state"] == "ok");
   CHECK(parse(fine.body)["compute"]["state"] == "ok");
   {
-    Stopped stop(inst.pid_of("iod"));
+    ScopedStop stop(inst.pid_of("iod"));
     const Http r = curl(base + "/v1/completions", tmp.path(), kCompletion);
     CHECK_MESSAGE(r.status == 503, r.body);
     CHECK_MESSAGE(parse(r.body)["error"]["code"] == "iod_unavailable", r.body);
@@ -141,7 +135,7 @@ TEST_CASE("liveness: a stopped compute fails requests and /health within the dea
     return std::string(std::istreambuf_iterator<char>(f), {}).find("\"text\":") != std::string::npos;
   }, 60));
   {
-    Stopped stop(inst.pid_of("compute"));
+    ScopedStop stop(inst.pid_of("compute"));
     client.join();
     MESSAGE("a stream with compute stopped ended after " << streamed.seconds << " s");
     CHECK(streamed.seconds < 15);  // pings every 0.75 s, each answered within 1.5 s, or the stream ends
@@ -197,7 +191,7 @@ TEST_CASE("liveness: the supervisor kills a wedged child and starts a new one") 
 TEST_CASE("liveness: `waste down` stops a supervisor that is still starting") {
   TempDir dir;
   const std::string model = dir / "tiny.waste", run = dir / "run";
-  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  synth_model(model, "--preset tiny-kimi-linear");
   // An iod that never answers: the supervisor waits for its socket (up to ten minutes).
   const std::string slow = dir / "slow-iod";
   std::ofstream(slow) << "#!/bin/sh\nexec sleep 300\n";
@@ -278,7 +272,7 @@ TEST_CASE("liveness: Ctrl-C of `waste up` while it starts stops the instance: no
   // Before: a traceback, and the daemon went on starting in the background.
   TempDir dir;
   const std::string model = dir / "tiny.waste", run = dir / "run";
-  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  synth_model(model, "--preset tiny-kimi-linear");
   const std::string slow = dir / "slow-iod";  // never answers: `up` is still waiting when interrupted
   std::ofstream(slow) << "#!/bin/sh\nexec sleep 300\n";
   ::chmod(slow.c_str(), 0700);

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/sanitizer.h"
 #include "tools/libwaste/engine_client.h"

@@ -10,9 +10,10 @@
 #include <regex>
 #include <sstream>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/skip.h"
+#include "tests/integration/synth_model.h"
 
 using namespace waste::test;
 using nlohmann::json;
@@ -296,8 +297,7 @@ TEST_CASE("supervisor killed with -9: its children go with it, and a new up star
 TEST_CASE("a run directory another user made, or a symlink, is refused by up, iod and compute") {
   TempDir tmp;
   const std::string model = tmp / "m.waste";
-  auto s = run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress");
-  REQUIRE_MESSAGE(s.status == 0, s.output);
+  synth_model(model, "--preset tiny-kimi-linear");
   // A symlink where the run directory should be (to a directory of ours, even).
   const std::string target = tmp / "target", link = tmp / "link";
   std::filesystem::create_directories(target);
@@ -351,7 +351,7 @@ TEST_CASE("serve: the listen backlog takes a burst of clients (256, not the libr
 TEST_CASE("waste up says why a child did not come up; serve warns when it listens beyond loopback without a key") {
   TempDir tmp;
   const std::string model = tmp / "m.waste";
-  REQUIRE(run_command(waste_bin() + " synth --preset tiny-kimi-linear --out " + model + " --no-progress").status == 0);
+  synth_model(model, "--preset tiny-kimi-linear");
   auto up = run_command(Instance::supervise() + " up " + model + " --run-dir " + (tmp / "run") + " --budget 1K");
   CHECK(up.status == 1);
   CHECK_MESSAGE(up.output.find("under the floor") != std::string::npos, up.output);  // the reason, not "see iod.log"

@@ -16,7 +16,7 @@
 #include <regex>
 #include <thread>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/serve/api_keys.h"

@@ -1,6 +1,8 @@
 // One definition of each statistic (shared/stats/): after a run, the Engine reply (Cap'n Proto,
 // read here through the dynamic API, not libwaste), `waste status --json` and waste-serve's
-// /metrics report the same value for every statistic the lists define.
+// /metrics report the same value for every statistic the lists define; waste-serve's own
+// statistics are its metrics; and `waste bench --json` reports the expert counters under the
+// names `waste status --json` gives them, with the values iod counted for it.
 #include <doctest/doctest.h>
 
 #include <capnp/dynamic.h>
@@ -12,7 +14,9 @@
 #include <thread>
 
 #include "proto/engine.capnp.h"
+#include "shared/ipc/expert_store_client.h"
 #include "shared/stats/engine_stats.h"
+#include "shared/stats/serve_stats.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_engine_instance.h"
 
@@ -109,6 +113,34 @@ TEST_CASE("stats: /metrics, waste status --json and the Engine reply report the 
     check_agree<stats::EngineStats>(before.engine, after.engine, status["engine"], m.body);
     check_agree<stats::PromptCacheStats>(before.prompt_cache, after.prompt_cache, status["engine"]["prompt_cache"],
                                          m.body);
+    // waste-serve's own statistics (its list) are all there, each with its type.
+    stats::describe<stats::ServeStats>([&](const stats::Stat& st) {
+      const std::string type = st.kind == stats::Kind::Counter ? "counter" : "gauge";
+      CHECK_MESSAGE(m.body.find("# TYPE " + std::string(st.metric) + " " + type + "\n") != std::string::npos, st.metric);
+      CHECK_MESSAGE(metric(m.body, std::string(st.metric)) >= 0, st.metric);
+    });
     break;
   }
+
+  // `waste bench --json` on this instance's iod. Its counters are what iod counted between two
+  // snapshots around its timed decode; with no warm-up (--warmup 0) and no lookahead (whose
+  // hints can leave reads in flight past the bench's last snapshot), that is everything the
+  // bench asked of iod, and nobody else asks anything meanwhile (compute is idle).
+  waste::ipc::ExpertStoreClient iod(inst.run_dir() + "/iod.sock");
+  const json iod_before = iod.stats();
+  const auto b = run_command(waste_bin() + " bench " + inst.model() + " --run-dir " + inst.run_dir() +
+                             " -n 4 --warmup 0 --lookahead 0 --json --no-progress");
+  REQUIRE_MESSAGE(b.status == 0, b.output);
+  const size_t open = b.output.find('{');
+  REQUIRE_MESSAGE(open != std::string::npos, b.output);
+  const json bench = json::parse(b.output.substr(open), nullptr, false);
+  REQUIRE_MESSAGE(bench.is_object(), b.output);
+  const json iod_after = iod.stats();
+  CHECK(bench["misses"].get<double>() + bench["hits"].get<double>() > 0);
+  stats::describe<stats::ExpertSourceStats>([&](const stats::Stat& st) {
+    const json::json_pointer at{std::string(st.json)};
+    REQUIRE_MESSAGE(bench.contains(at), st.json, " missing in waste bench --json");
+    REQUIRE_MESSAGE(iod_after.contains(at), st.json, " missing in iod's stats");
+    CHECK_MESSAGE(bench[at].get<double>() == iod_after[at].get<double>() - iod_before[at].get<double>(), st.name);
+  });
 }

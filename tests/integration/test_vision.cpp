@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "tests/integration/child_process.h"
+#include "tests/support/child_process.h"
 #include "tests/integration/f32_file.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"

@@ -8,7 +8,7 @@
 namespace waste {
 
 // The directory of fixture `name` (kimi-linear, kimi-k3, deepseek-v3, ...).
-inline std::string fixture_dir(const char* name) {
+inline std::string fixture_dir(const std::string& name) {
   const char* dir = std::getenv("WASTE_SHARED_DIR");
   REQUIRE(dir != nullptr);
   return std::string(dir) + "/fixtures/" + name;

@@ -377,9 +377,10 @@ Result Session::generate_events(const Request& r, const OnEvent& on_token, const
     kj::Promise<void> watcher = interrupt ? poller.loop().eagerlyEvaluate(nullptr) : kj::Promise<void>(kj::NEVER_DONE);
     auto out = c.wait_alive(kj::mv(reply));
     auto s = out.getStats();
-    return Result{s.getPromptTokens(), s.getTokens(), s.getPrefillSeconds(), s.getDecodeSeconds(), s.getTokPerSecond(),
-                  s.getQueueSeconds(), s.getHits(), s.getMisses(), s.getBytesRead(), s.getStopReason().cStr(),
-                  s.getToolCalls(), s.getCachedTokens(), s.getImageTokens(), s.getImageSeconds()};
+    Result r;
+    stats::from_capnp(s, static_cast<stats::GenerateStats&>(r));
+    r.stop_reason = s.getStopReason().cStr();
+    return r;
   });
 }
 

@@ -19,6 +19,7 @@
 
 #include "shared/chat/chat_request.h"
 #include "shared/reply/reply_parser.h"
+#include "shared/stats/generate_stats.h"
 
 namespace waste::client {
 
@@ -80,15 +81,10 @@ struct TokenEvent {
   std::vector<TopLogprob> top;
 };
 
-struct Result {
-  uint64_t prompt_tokens = 0, tokens = 0;
-  double prefill_seconds = 0, decode_seconds = 0, tok_per_s = 0, queue_seconds = 0;
-  uint64_t hits = 0, misses = 0, bytes_read = 0;
+// What a generate did: its statistics (one definition: shared/stats/generate_stats.h) and how
+// it ended.
+struct Result : stats::GenerateStats {
   std::string stop_reason;
-  uint32_t tool_calls = 0;  // a chat reply's tool calls (finish_reason "tool_calls")
-  uint64_t cached_tokens = 0;  // of prompt_tokens, restored from compute's prompt cache
-  uint64_t image_tokens = 0;   // of prompt_tokens, the positions the request's images expanded into
-  double image_seconds = 0;    // compute's vision tower on the request's images
 };
 
 // What a session file save or load did.

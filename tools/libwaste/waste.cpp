@@ -153,9 +153,9 @@ void fill_result(const waste::client::Result& res, waste_result* out) {
   out->prefill_seconds = res.prefill_seconds;
   out->decode_seconds = res.decode_seconds;
   out->tok_per_s = res.tok_per_s;
-  out->hits = res.hits;
-  out->misses = res.misses;
-  out->bytes_read = res.bytes_read;
+  out->hits = res.experts.hits;
+  out->misses = res.experts.misses;
+  out->bytes_read = res.experts.bytes_read;
   std::strncpy(out->stop_reason, res.stop_reason.c_str(), sizeof(out->stop_reason) - 1);
 }
 

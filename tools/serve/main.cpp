@@ -26,6 +26,7 @@
 #include "shared/stats/engine_stats.h"
 #include "shared/stats/json.h"
 #include "shared/stats/prometheus.h"
+#include "shared/stats/serve_stats.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/serve/api_keys.h"
 #include "tools/serve/connection_guard.h"
@@ -431,24 +432,17 @@ std::string metrics(const Config& cfg) {
   stats::write_metrics(o, pc);
   stats::write_metric(o, "waste_prompt_cache_hit_rate", stats::Kind::Gauge, "Prompt-cache hits / lookups.",
                       pc.lookups > 0 ? double(pc.hits) / double(pc.lookups) : 0.0);
-  // ... and what only this waste-serve counts.
-  auto counter = [&](const char* name, const char* help, double v) {
-    stats::write_metric(o, name, stats::Kind::Counter, help, v);
-  };
-  counter("waste_images_total", "Images in answered requests (counted by this waste-serve since it started).",
-          double(g_images.load()));
-  counter("waste_image_tokens_total", "Prompt positions those images took (counted in prompt tokens).",
-          double(g_image_tokens.load()));
-  counter("waste_vision_seconds_total", "Seconds compute's vision tower ran on those images.", g_image_seconds.load());
+  // ... and what only this waste-serve counts (shared/stats/serve_stats.h).
   const waste::serve::GuardCounts g = waste::serve::guard_counts();
-  stats::write_metric(o, "waste_http_connections", stats::Kind::Gauge, "HTTP connections open (queued or served).",
-                      double(g.open));
-  counter("waste_http_connections_refused_total", "HTTP connections refused: over --max-connections-per-client.",
-          double(g.refused));
-  counter("waste_http_request_read_timeouts_total",
-          "HTTP connections closed: a request not read whole within --request-read-timeout.", double(g.timed_out));
-  counter("waste_http_abandoned_total", "Non-streaming requests cancelled because their client closed the connection.",
-          double(g_abandoned.load()));
+  stats::ServeStats own;
+  own.images = g_images.load();
+  own.image_tokens = g_image_tokens.load();
+  own.image_seconds = g_image_seconds.load();
+  own.http_connections = g.open;
+  own.http_refused = g.refused;
+  own.http_read_timeouts = g.timed_out;
+  own.http_abandoned = g_abandoned.load();
+  stats::write_metrics(o, own);
   return o;
 }
 

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "shared/stats/arithmetic.h"
+#include "shared/stats/json.h"
 #include "shared/util/error.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
@@ -93,13 +94,13 @@ void run_bench(const BenchOptions& o) {
     j["tokens"] = o.tokens;
     j["seconds"] = secs;
     j["tok_per_s"] = o.tokens / secs;
-    j["expert_hits"] = hits;
-    j["expert_misses"] = misses;
-    j["bytes_read"] = bytes;
+    // The expert counters of the timed decode under their names in the list
+    // (shared/stats/expert_stats.h: hits, misses, bytes_read, prefetch/issued|used|wasted), as
+    // iod's stats and `waste status --json` name them.
+    stats::to_json(j, decode);
     if (iod_cpu >= 0) j["iod_cpu_seconds"] = iod_cpu;
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
-    j["prefetch"] = {{"issued", pf_issued}, {"used", pf_used}, {"wasted", pf_wasted},
-                     {"wasted_mb_per_token_at_most", wasted_mb_per_token}};
+    j["prefetch"]["wasted_mb_per_token_at_most"] = wasted_mb_per_token;
     j["lookahead"] = {{"per_token", e.model().lookahead()}, {"recall", la.recall()}, {"precision", la.precision()},
                       {"guessed", la.predicted}, {"needed", la.needed}, {"hit", la.hit}};
     if (o.prefill > 0) {
@@ -107,15 +108,13 @@ void run_bench(const BenchOptions& o) {
                       {"chunk", o.engine.chunk},
                       {"seconds", prefill_secs},
                       {"tok_per_s", o.prefill / prefill_secs},
-                      {"expert_hits", prefill.hits},
-                      {"expert_misses", prefill.misses},
-                      {"bytes_read", prefill.bytes_read},
                       {"ms", {{"attention", prefill_phases.attention * 1e3},
                               {"router", prefill_phases.router * 1e3},
                               {"fetch_wait", prefill_phases.fetch_wait * 1e3},
                               {"experts", prefill_phases.experts * 1e3},
                               {"mlp_other", prefill_phases.mlp * 1e3},
                               {"head", prefill_phases.head * 1e3}}}};
+      stats::to_json(j["prefill"], prefill);  // the prompt's expert counters, named as above
     }
     std::printf("%s\n", j.dump(2).c_str());
     return;

@@ -280,7 +280,7 @@ std::string figures(const client::Result& r) {
   char buf[320];
   std::snprintf(buf, sizeof buf, "[%llu+%llu tokens%s, prefill %.2f s, %.1f tok/s, experts %llu hits / %llu misses, %.3f GB, %s]",
                 (unsigned long long)r.prompt_tokens, (unsigned long long)r.tokens, images, r.prefill_seconds, r.tok_per_s,
-                (unsigned long long)r.hits, (unsigned long long)r.misses, double(r.bytes_read) / 1e9,
+                (unsigned long long)r.experts.hits, (unsigned long long)r.experts.misses, double(r.experts.bytes_read) / 1e9,
                 r.stop_reason.c_str());
   return buf;
 }

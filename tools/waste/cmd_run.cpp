@@ -137,8 +137,8 @@ void run_connected(const RunOptions& o, RunningInstance& inst, const std::vector
       return true;
     });
   }
-  print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens, st.prefill_seconds, st.hits, st.misses,
-                st.bytes_read, "instance at " + inst.where + ": " + inst.info.expert_path, st.stop_reason,
+  print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens, st.prefill_seconds, st.experts.hits,
+                st.experts.misses, st.experts.bytes_read, "instance at " + inst.where + ": " + inst.info.expert_path, st.stop_reason,
                 {images.size(), st.image_tokens, st.image_seconds});
 }
 
@@ -267,7 +267,7 @@ void run_in_process(const RunOptions& o, const std::vector<ImageFile>& images) {
   if (!o.chat) std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
   const GenerateStats st = generate_in_process(e, s, prompt, o, request ? &*request : nullptr, media.images);
-  print_figures(uint64_t(st.tokens), st.decode_seconds, st.decode_tok_per_s(), uint64_t(st.prompt_tokens),
+  print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens,
                 st.prefill_seconds, st.experts.hits, st.experts.misses, st.experts.bytes_read, h.expert_path(),
                 st.stop_reason, img);
 }

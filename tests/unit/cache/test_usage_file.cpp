@@ -1,15 +1,14 @@
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <unistd.h>
 
 #include "iod/cache/simulate.h"
 #include "iod/cache/usage_file.h"
 #include "shared/util/error.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/cache/trace_helpers.h"
 
 using namespace waste::cache;
+using waste::test::TempDir;
 
 namespace {
 UsageCounts sample() {
@@ -45,10 +44,10 @@ TEST_CASE("usage file round-trips") {
   CHECK(p[g.key_index({5, 15})] == doctest::Approx(0.5));
   CHECK_FALSE(v.matches(CacheGeometry({1, 2, 5}, 32, 4)));
 
-  std::string path = std::filesystem::temp_directory_path() / ("waste-usage-" + std::to_string(getpid()));
+  TempDir tmp;
+  const std::string path = tmp / "usage";
   write_usage_file(path, u);
   CHECK_EQ(read_usage_file(path).counts, u.counts);
-  std::remove(path.c_str());
 }
 
 TEST_CASE("usage file damage is rejected") {

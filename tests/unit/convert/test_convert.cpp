@@ -17,11 +17,11 @@
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 #include "shared/util/half.h"
-#include "tests/unit/hf/temp_dir.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/fixture_dir.h"
 #include "tools/convert/convert.h"
 
 using namespace waste;
-using waste::test::fixture_dir;
 using waste::test::TempDir;
 namespace fs = std::filesystem;
 
@@ -67,7 +67,7 @@ TEST_CASE("every fixture converts losslessly and reads back exactly") {
   for (const char* fx : kFixtures) {
     CAPTURE(fx);
     TempDir tmp;
-    const std::string out = tmp.str() + "/m.waste";
+    const std::string out = tmp.path() + "/m.waste";
     ConvertReport r = convert_checkpoint(options(fx, out, TensorFormat::F32, TrunkChoice::F32));
     CHECK(!r.trunk_resumed);
     Checkpoint ck = Checkpoint::open(fixture_dir(fx));
@@ -111,7 +111,7 @@ TEST_CASE("every fixture converts with VQ3R experts and the default trunk") {
   for (const char* fx : kFixtures) {
     CAPTURE(fx);
     TempDir tmp;
-    const std::string out = tmp.str() + "/m.waste";
+    const std::string out = tmp.path() + "/m.waste";
     ConvertOptions o = options(fx, out, TensorFormat::VQ3R, TrunkChoice::Q4G);
     if (std::string(fx) != "kimi-k3") {
       // Default training on one fixture (MXFP4 input); lighter elsewhere to keep the test fast
@@ -220,7 +220,7 @@ TEST_CASE("a checkpoint missing a tensor is refused, naming it") {
   for (const std::string victim : {"model.layers.2.self_attn.o_proj.weight", "model.layers.3.mlp.experts.5.up_proj.weight"}) {
     CAPTURE(victim);
     TempDir tmp;
-    const std::string ck_dir = tmp.str() + "/ck";
+    const std::string ck_dir = tmp.path() + "/ck";
     fs::create_directories(ck_dir);
     fs::copy_file(fx + "/config.json", ck_dir + "/config.json");
     // Rewrite the header with the tensor renamed; the data section is unchanged (offsets are
@@ -239,11 +239,11 @@ TEST_CASE("a checkpoint missing a tensor is refused, naming it") {
     f << text;
     f.write(reinterpret_cast<const char*>(file.data() + 8 + n), std::streamsize(file.size() - 8 - n));
     f.close();
-    ConvertOptions o = options("deepseek-v3", tmp.str() + "/m.waste", TensorFormat::F32, TrunkChoice::F32);
+    ConvertOptions o = options("deepseek-v3", tmp.path() + "/m.waste", TensorFormat::F32, TrunkChoice::F32);
     o.hf_dir = ck_dir;
     const std::string base = victim.substr(0, victim.size() - 7);
     CHECK_THROWS_WITH_AS(convert_checkpoint(o), doctest::Contains(base.c_str()), Error);
-    CHECK(!path_exists(tmp.str() + "/m.waste"));  // refused before writing anything
+    CHECK(!path_exists(tmp.path() + "/m.waste"));  // refused before writing anything
   }
 }
 
@@ -251,7 +251,7 @@ TEST_CASE("a conversion interrupted mid-way resumes and writes byte-identical fi
   for (TensorFormat experts : {TensorFormat::F32, TensorFormat::VQ3R}) {
     CAPTURE(format_name(experts));
     TempDir tmp;
-    const std::string clean = tmp.str() + "/clean.waste", resumed = tmp.str() + "/resumed.waste";
+    const std::string clean = tmp.path() + "/clean.waste", resumed = tmp.path() + "/resumed.waste";
     // Light codebook training keeps the test fast; determinism does not depend on it.
     auto light = [&](const std::string& out) {
       ConvertOptions o = options("kimi-linear", out, experts, TrunkChoice::Q4G);
@@ -283,7 +283,7 @@ TEST_CASE("a conversion interrupted mid-way resumes and writes byte-identical fi
 
 TEST_CASE("progress from a run with other options is not reused") {
   TempDir tmp;
-  const std::string out = tmp.str() + "/m.waste";
+  const std::string out = tmp.path() + "/m.waste";
   ConvertOptions o = options("kimi-linear", out, TensorFormat::F32, TrunkChoice::F32);
   o.crash_after_layers = 1;
   CHECK_THROWS_AS(convert_checkpoint(o), Error);
@@ -300,7 +300,7 @@ TEST_CASE("progress from a run with other options is not reused") {
 
 TEST_CASE("a release tiktoken.model is copied with WASTE's tokenizer_config for the family") {
   TempDir tmp;
-  const std::string ck_dir = tmp.str() + "/ck";
+  const std::string ck_dir = tmp.path() + "/ck";
   fs::create_directories(ck_dir);
   for (const char* f : {"config.json", "model.safetensors", "model.safetensors.index.json"})
     fs::copy_file(fixture_dir("kimi-linear") + "/" + f, ck_dir + "/" + f);
@@ -309,7 +309,7 @@ TEST_CASE("a release tiktoken.model is copied with WASTE's tokenizer_config for 
   std::string ranks;
   for (int i = 0; i < 256; ++i) ranks += std::string{b64[i >> 2], b64[(i & 3) << 4], '=', '='} + " " + std::to_string(i) + "\n";
   std::ofstream(ck_dir + "/tiktoken.model") << ranks;
-  ConvertOptions o = options("kimi-linear", tmp.str() + "/m.waste", TensorFormat::BF16, TrunkChoice::BF16);
+  ConvertOptions o = options("kimi-linear", tmp.path() + "/m.waste", TensorFormat::BF16, TrunkChoice::BF16);
   o.hf_dir = ck_dir;
   ConvertReport r = convert_checkpoint(o);
   CHECK(r.tokenizer);
@@ -360,10 +360,10 @@ TEST_CASE("huge or NaN expert weights are refused naming the tensor, layer, expe
         .write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
   };
   TempDir tmp;
-  patched(tmp.str() + "/huge", 3e38f);
-  patched(tmp.str() + "/nan", std::nanf(""));
-  ConvertOptions o = options("deepseek-v3", tmp.str() + "/m.waste", TensorFormat::VQ3R, TrunkChoice::F32);
-  o.hf_dir = tmp.str() + "/huge";
+  patched(tmp.path() + "/huge", 3e38f);
+  patched(tmp.path() + "/nan", std::nanf(""));
+  ConvertOptions o = options("deepseek-v3", tmp.path() + "/m.waste", TensorFormat::VQ3R, TrunkChoice::F32);
+  o.hf_dir = tmp.path() + "/huge";
   // Training samples expert 5 or not; either way the error names the place and the cause.
   const std::string huge = error_of([&] { convert_checkpoint(o); });
   CHECK_MESSAGE(huge.find("f16 row scale") != std::string::npos, huge);
@@ -372,12 +372,12 @@ TEST_CASE("huge or NaN expert weights are refused naming the tensor, layer, expe
   CHECK(error_of([&] { convert_checkpoint(o); }) == huge);
   // Stored losslessly the huge value is kept.
   ConvertOptions lossless = o;
-  lossless.out = tmp.str() + "/lossless.waste";
+  lossless.out = tmp.path() + "/lossless.waste";
   lossless.expert_format = TensorFormat::F32;
   CHECK_NOTHROW(convert_checkpoint(lossless));
 
-  o.hf_dir = tmp.str() + "/nan";
-  o.out = tmp.str() + "/nan.waste";
+  o.hf_dir = tmp.path() + "/nan";
+  o.out = tmp.path() + "/nan.waste";
   for (TensorFormat f : {TensorFormat::VQ3R, TensorFormat::F32}) {
     o.expert_format = f;
     const std::string nan = error_of([&] { convert_checkpoint(o); });
@@ -405,7 +405,7 @@ TEST_CASE("--head stores the output head apart from the trunk; the default keeps
   CHECK_THROWS_WITH_AS(head_format_from_name("q3"), doctest::Contains("--head"), Error);
 
   TempDir tmp;
-  ConvertOptions o = options("kimi-linear", tmp.str() + "/m.waste", TensorFormat::F32, TrunkChoice::F32);
+  ConvertOptions o = options("kimi-linear", tmp.path() + "/m.waste", TensorFormat::F32, TrunkChoice::F32);
   o.head = TensorFormat::Q4G;
   convert_checkpoint(o);
   Container c = Container::open(o.out);

@@ -20,7 +20,7 @@
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 #include "shared/util/half.h"
-#include "tests/unit/hf/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tools/convert/convert.h"
 
 using namespace waste;
@@ -61,7 +61,7 @@ std::vector<float> release_values(const SafetensorsFile& f, const std::string& n
 // A checkpoint directory of the fixture's files (symlinks), without preprocessor_config.json,
 // optionally with another one written in its place.
 std::string fixture_copy(const TempDir& tmp, const std::string& preprocessor_text) {
-  const std::string dir = tmp.str() + "/ck";
+  const std::string dir = tmp.path() + "/ck";
   fs::create_directories(dir);
   for (const char* f : {"config.json", "model-text.safetensors", "model-vision.safetensors", "model.safetensors.index.json"})
     fs::create_symlink(vision_fixture() + "/" + f, dir + "/" + f);
@@ -118,7 +118,7 @@ TEST_CASE("q8g groups of vision matrices: 32, else the largest even divisor in [
 
 TEST_CASE("--vision f32: every vision tensor is the BF16 release widened to f32, bit for bit") {
   TempDir tmp;
-  const std::string out = tmp.str() + "/m.waste";
+  const std::string out = tmp.path() + "/m.waste";
   ConvertReport r = convert_checkpoint(options(vision_fixture(), out, VisionChoice::F32));
   CHECK_EQ(r.vision_tensors, 18);
   const Container c = Container::open(out);
@@ -173,7 +173,7 @@ TEST_CASE("--vision f32: every vision tensor is the BF16 release widened to f32,
 
 TEST_CASE("--vision q8g (the default): matrices int8 within half a step, norms and the position grid exact") {
   TempDir tmp;
-  const std::string out = tmp.str() + "/m.waste";
+  const std::string out = tmp.path() + "/m.waste";
   CHECK(ConvertOptions{}.vision == VisionChoice::Q8G);
   convert_checkpoint(options(vision_fixture(), out, VisionChoice::Q8G));
   const Container c = Container::open(out);
@@ -211,7 +211,7 @@ TEST_CASE("--vision q8g (the default): matrices int8 within half a step, norms a
 
 TEST_CASE("--vision none leaves the tower out; the choice is part of what a resumed run must match") {
   TempDir tmp;
-  const std::string out = tmp.str() + "/m.waste";
+  const std::string out = tmp.path() + "/m.waste";
   ConvertOptions o = options(vision_fixture(), out, VisionChoice::None);
   convert_checkpoint(o);
   {
@@ -236,18 +236,18 @@ TEST_CASE("a checkpoint with a tower needs its preprocessor_config.json, unless 
   SUBCASE("missing") {
     TempDir tmp;
     const std::string ck = fixture_copy(tmp, "");
-    CHECK_THROWS_WITH_AS(convert_checkpoint(options(ck, tmp.str() + "/m.waste", VisionChoice::Q8G)),
+    CHECK_THROWS_WITH_AS(convert_checkpoint(options(ck, tmp.path() + "/m.waste", VisionChoice::Q8G)),
                          doctest::Contains("no preprocessor_config.json"), Error);
-    CHECK_FALSE(path_exists(tmp.str() + "/m.waste"));  // refused before writing anything
-    convert_checkpoint(options(ck, tmp.str() + "/m.waste", VisionChoice::None));
-    CHECK_FALSE(Container::open(tmp.str() + "/m.waste").has_vision());
+    CHECK_FALSE(path_exists(tmp.path() + "/m.waste"));  // refused before writing anything
+    convert_checkpoint(options(ck, tmp.path() + "/m.waste", VisionChoice::None));
+    CHECK_FALSE(Container::open(tmp.path() + "/m.waste").has_vision());
   }
   SUBCASE("does not parse") {
     TempDir tmp;
     const std::string ck = fixture_copy(tmp, R"({"media_proc_cfg": {"image_mean": [0.5, 0.5, 0.5],
         "image_std": [0.5, 0, 0.5], "patch_size": 14, "in_patch_limit": 65536, "patch_limit_on_one_side": 512,
         "merge_kernel_size": 2}})");
-    CHECK_THROWS_WITH_AS(convert_checkpoint(options(ck, tmp.str() + "/m.waste", VisionChoice::Q8G)),
+    CHECK_THROWS_WITH_AS(convert_checkpoint(options(ck, tmp.path() + "/m.waste", VisionChoice::Q8G)),
                          doctest::Contains("'image_std' [1]"), Error);
   }
   SUBCASE("disagrees with vision_config") {
@@ -255,14 +255,14 @@ TEST_CASE("a checkpoint with a tower needs its preprocessor_config.json, unless 
     const std::string ck = fixture_copy(tmp, R"({"media_proc_cfg": {"image_mean": [0.5, 0.5, 0.5],
         "image_std": [0.5, 0.5, 0.5], "patch_size": 16, "in_patch_limit": 65536, "patch_limit_on_one_side": 512,
         "merge_kernel_size": 2}})");
-    CHECK_THROWS_WITH_AS(convert_checkpoint(options(ck, tmp.str() + "/m.waste", VisionChoice::Q8G)),
+    CHECK_THROWS_WITH_AS(convert_checkpoint(options(ck, tmp.path() + "/m.waste", VisionChoice::Q8G)),
                          doctest::Contains("patch_size 16"), Error);
   }
 }
 
 TEST_CASE("the reader refuses a damaged vision part, naming the tensor or field") {
   TempDir tmp;
-  const std::string out = tmp.str() + "/m.waste";
+  const std::string out = tmp.path() + "/m.waste";
   convert_checkpoint(options(vision_fixture(), out, VisionChoice::F32));
   const std::string manifest = out + "/manifest";
   const ManifestData good = decode_manifest(read_file_bytes(manifest, kMaxManifestBytes), manifest);

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,67 +18,26 @@
 #include "compute/engine.h"
 #include "compute/experts/resident_experts.h"
 #include "compute/server/engine_service.h"
-#include "shared/container/writer.h"
 #include "shared/hf/checkpoint.h"
-#include "shared/model/tensors.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
+#include "tests/support/fixture_container.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/fixture_dir.h"
 
 using namespace waste;
 
 namespace {
 
-std::string fixture(const char* name) {
-  const char* dir = std::getenv("WASTE_SHARED_DIR");
-  REQUIRE(dir != nullptr);
-  return std::string(dir) + "/fixtures/" + name;
-}
-
-// Every tensor and expert in f32: exactly the checkpoint's values.
-void write_f32_container(const Checkpoint& ck, const std::string& out) {
-  const ModelConfig& c = ck.config();
-  ContainerWriter w(out, ck.config_json(), WriterOptions{"unit-engine test", false});
-  w.begin_trunk();
-  for (const TensorSpec& spec : trunk_tensor_specs(c)) {
-    const std::string full = c.tensor_prefix + spec.name;
-    std::vector<uint64_t> shape;
-    const bool weight = spec.role != TensorRole::Vector && spec.name.size() > 7 &&
-                        spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0;
-    std::vector<float> v = weight ? ck.read_weight(full.substr(0, full.size() - 7), &shape) : ck.read_tensor(full, &shape);
-    w.add_tensor(spec.name, shape, v.data(), TensorFormat::F32);
-  }
-  w.end_trunk();
-  for (int L : c.moe_layers()) {
-    w.begin_layer(L, TensorFormat::F32, uint32_t(c.expert_hidden()), uint32_t(c.moe_intermediate), nullptr);
-    const RecordLayout& lay = w.layout();
-    std::vector<uint8_t> payload(lay.payload_bytes, 0);
-    for (int e = 0; e < c.n_experts; ++e) {
-      const ExpertNames n = expert_tensor_names(c, L, e);
-      auto put = [&](const std::string& name, uint32_t offset) {
-        const std::vector<float> v = ck.read_weight(c.tensor_prefix + name);
-        std::memcpy(&payload[offset - kRecordHeaderBytes], v.data(), v.size() * 4);
-      };
-      put(n.gate, lay.gate_offset);
-      put(n.up, lay.up_offset);
-      put(n.down, lay.down_offset);
-      w.write_expert(uint32_t(e), payload.data());
-    }
-    w.end_layer();
-  }
-  w.finish();
-}
-
 struct Fixture {
-  std::string tmp, model;
+  test::TempDir tmp{"waste-unit-engine"};
+  std::string model;
   std::vector<int32_t> prompt, greedy;
   std::vector<float> ref;
   Fixture() {
-    const std::string dir = fixture("kimi-linear");
-    tmp = (std::filesystem::temp_directory_path() / ("waste-unit-engine-" + std::to_string(::getpid()))).string();
-    std::filesystem::remove_all(tmp);
-    std::filesystem::create_directories(tmp);
-    model = tmp + "/kl.waste";
-    write_f32_container(Checkpoint::open(dir), model);
+    const std::string dir = fixture_dir("kimi-linear");
+    model = tmp / "kl.waste";
+    test::write_fixture_container(Checkpoint::open(dir), model, test::FixtureStorage::F32, "unit-engine test");
     const auto j = nlohmann::json::parse(read_file_text(dir + "/reference_greedy.json", 1 << 20));
     prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
     greedy = j.at("generated_ids").get<std::vector<int32_t>>();
@@ -87,7 +45,6 @@ struct Fixture {
     ref.resize(bytes.size() / 4);
     std::memcpy(ref.data(), bytes.data(), bytes.size());
   }
-  ~Fixture() { std::filesystem::remove_all(tmp); }
 };
 
 EngineOptions options(const std::string& model) {
@@ -177,7 +134,7 @@ TEST_CASE("engine: stop reasons and context limits") {
   EngineOptions bad = options(f.model);
   bad.prefill_chunk = 0;
   CHECK_THROWS_AS(Engine{bad}, Error);
-  CHECK_THROWS_AS(Engine{options(f.tmp + "/missing.waste")}, Error);
+  CHECK_THROWS_AS(Engine{options(f.tmp / "missing.waste")}, Error);
 }
 
 namespace {

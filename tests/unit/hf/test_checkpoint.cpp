@@ -10,10 +10,10 @@
 #include "shared/hf/checkpoint.h"
 #include "shared/model/tensors.h"
 #include "shared/util/error.h"
-#include "tests/unit/hf/temp_dir.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/fixture_dir.h"
 
 using namespace waste;
-using waste::test::fixture_dir;
 using waste::test::TempDir;
 namespace fs = std::filesystem;
 
@@ -34,9 +34,9 @@ void write_safetensors(const std::string& path, const std::string& header, const
 // A directory with the deepseek-v3 fixture's config and one safetensors file.
 std::string make_checkpoint(const TempDir& tmp, const std::string& header, const std::vector<uint8_t>& data,
                             uint64_t claimed_len = UINT64_MAX) {
-  fs::copy_file(fixture_dir("deepseek-v3") + "/config.json", tmp.path / "config.json");
-  write_safetensors((tmp.path / "model.safetensors").string(), header, data, claimed_len);
-  return tmp.str();
+  fs::copy_file(fixture_dir("deepseek-v3") + "/config.json", tmp / "config.json");
+  write_safetensors(tmp / "model.safetensors", header, data, claimed_len);
+  return tmp.path();
 }
 
 std::string error_of(const std::string& dir) {
@@ -203,9 +203,9 @@ TEST_CASE("bad safetensors files give errors naming the file") {
   }
   SUBCASE("file shorter than the length prefix") {
     TempDir tmp;
-    fs::copy_file(fixture_dir("deepseek-v3") + "/config.json", tmp.path / "config.json");
-    std::ofstream(tmp.path / "model.safetensors") << "abc";
-    std::string err = error_of(tmp.str());
+    fs::copy_file(fixture_dir("deepseek-v3") + "/config.json", tmp / "config.json");
+    std::ofstream(tmp / "model.safetensors") << "abc";
+    std::string err = error_of(tmp.path());
     CHECK(err.find("model.safetensors") != std::string::npos);
   }
   SUBCASE("FP8 weight without its scale") {

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,24 +20,24 @@
 #include "shared/util/error.h"
 #include "tools/synth/synth.h"
 #include "tests/skip.h"
+#include "tests/support/temp_dir.h"
 
 using namespace waste;
 using namespace waste::iod;
 
 namespace {
 
+// A synthetic tiny Kimi-Linear container in a temporary directory, removed at the end.
 struct TinyContainer {
-  std::string dir;
+  waste::test::TempDir tmp{"waste-unit-iod"};
+  std::string dir = tmp.path();
   TinyContainer() {
-    dir = (std::filesystem::temp_directory_path() / ("waste-unit-iod-" + std::to_string(::getpid()))).string();
-    std::filesystem::remove_all(dir);
     SynthOptions o;
     o.preset = "tiny-kimi-linear";
     o.out = dir + "/tiny.waste";
     o.progress = false;
     synthesize(o);
   }
-  ~TinyContainer() { std::filesystem::remove_all(dir); }
 };
 
 // Waits (bounded) until the handle's slot leaves LOADING; returns its state word.

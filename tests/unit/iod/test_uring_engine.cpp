@@ -17,6 +17,7 @@
 #include "iod/io/read_engine.h"
 #include "iod/io/read_queue.h"
 #include "tests/skip.h"
+#include "tests/support/temp_dir.h"
 
 using namespace waste::iod;
 
@@ -30,22 +31,20 @@ struct Done {
   bool failed = false;
 };
 
+// A file of `bytes` bytes, byte i = (i * 7 + 3) mod 256, open read-write, removed with its
+// temporary directory at the end.
 struct TempFile {
-  std::string path;
+  waste::test::TempDir dir{"waste-uring-test"};
+  std::string path = dir / "data";
   int fd = -1;
   explicit TempFile(size_t bytes) {
-    char tmpl[] = "/tmp/waste-uring-test-XXXXXX";
-    fd = ::mkstemp(tmpl);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     REQUIRE(fd >= 0);
-    path = tmpl;
     std::vector<uint8_t> data(bytes);
     for (size_t i = 0; i < bytes; ++i) data[i] = uint8_t(i * 7 + 3);
     REQUIRE_EQ(::write(fd, data.data(), bytes), ssize_t(bytes));
   }
-  ~TempFile() {
-    ::close(fd);
-    ::unlink(path.c_str());
-  }
+  ~TempFile() { ::close(fd); }
 };
 
 }  // namespace

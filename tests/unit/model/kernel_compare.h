@@ -1,5 +1,6 @@
-// What the kernel tests of compute/model share: the SIMD paths this CPU can run, random
-// inputs, and the error of a path against the scalar reference.
+// What the kernel tests of compute/model share: the SIMD paths this CPU can run
+// (tests/support/simd_levels.h), random inputs, and the error of a path against the scalar
+// reference.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -9,18 +10,9 @@
 #include <vector>
 
 #include "shared/util/cpu.h"
+#include "tests/support/simd_levels.h"  // simd_levels_of_cpu
 
 namespace waste::test {
-
-// The SIMD levels this CPU runs, whatever WASTE_SIMD says: a level is runnable when capping
-// the CPU at it (cpu.h's simd_level_for, the one definition of which features a level needs)
-// gives that level. Empty on a CPU with no SIMD level: only scalar is tested there.
-inline std::vector<SimdLevel> simd_levels_of_cpu() {
-  std::vector<SimdLevel> levels;
-  for (SimdLevel level : {SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon})
-    if (simd_level_for(cpu_features(), simd_level_name(level)).level == level) levels.push_back(level);
-  return levels;
-}
 
 inline std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> normal(0.0f, scale);

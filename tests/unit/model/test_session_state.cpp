@@ -22,9 +22,11 @@
 #include "shared/hf/checkpoint.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/fixture_dir.h"
 
 using namespace waste;
+using waste::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -85,19 +87,6 @@ struct Family {
       next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
     }
     return all;
-  }
-};
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char t[] = "/tmp/waste-session-test-XXXXXX";
-    REQUIRE(::mkdtemp(t) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
   }
 };
 
@@ -170,7 +159,7 @@ TEST_CASE("session file: round trip continues bit-identically, no prefill") {
     Session s = f.model.new_session(64);
     std::vector<float> l(size_t(f.vocab()));
     f.model.forward(s, ids.first(9), l.data());
-    const std::string path = (tmp.path / "s.session").string();
+    const std::string path = tmp / "s.session";
     const uint64_t bytes = write_session_file(path, f.model, kContainerId, s, ids.first(9), ids[9]);
     CHECK(bytes == fs::file_size(path));
     CHECK(bytes > s.state_bytes());
@@ -202,10 +191,10 @@ TEST_CASE("session file: damaged, truncated, foreign, other-version, oversized a
   Session s = f.model.new_session(64);
   std::vector<float> l(size_t(f.vocab()));
   f.model.forward(s, ids.first(8), l.data());
-  const std::string good = (tmp.path / "good.session").string();
+  const std::string good = tmp / "good.session";
   const uint64_t size = write_session_file(good, f.model, kContainerId, s, ids.first(8), std::nullopt);
   auto copy = [&](const std::string& name) {
-    const std::string p = (tmp.path / name).string();
+    const std::string p = tmp / name;
     fs::copy_file(good, p, fs::copy_options::overwrite_existing);
     return p;
   };
@@ -253,23 +242,23 @@ TEST_CASE("session file: damaged, truncated, foreign, other-version, oversized a
   CHECK(load(v3).find("session file version " + std::to_string(kSessionFileVersion + 1)) != std::string::npos);
 
   // The JSON files of version 1, and files that are no session at all.
-  const std::string v1 = (tmp.path / "v1.json").string();
+  const std::string v1 = tmp / "v1.json";
   write_file_atomic(v1, "{\"format\": \"waste-session-1\", \"tokens\": [1, 2]}\n", 45);
   CHECK(load(v1).find("a version 1 session file") != std::string::npos);
-  const std::string junk = (tmp.path / "junk").string();
+  const std::string junk = tmp / "junk";
   const std::string junk_bytes(200, 'x');
   write_file_atomic(junk, junk_bytes.data(), junk_bytes.size());
   CHECK(load(junk).find("not a waste session file") != std::string::npos);
-  CHECK(load((tmp.path / "absent").string()).find("absent") != std::string::npos);
+  CHECK(load(tmp / "absent").find("absent") != std::string::npos);
 
   // A symlink is not followed, on load and on save (the temporary is made with O_EXCL).
-  const std::string link = (tmp.path / "link.session").string();
+  const std::string link = tmp / "link.session";
   fs::create_symlink(good, link);
   CHECK(!load(link).empty());
-  const std::string victim = (tmp.path / "victim").string();
+  const std::string victim = tmp / "victim";
   write_file_atomic(victim, "keep", 4);
-  fs::create_symlink(victim, (tmp.path / "out.session.tmp").string());
-  write_session_file((tmp.path / "out.session").string(), f.model, kContainerId, s, ids.first(8), std::nullopt);
+  fs::create_symlink(victim, tmp / "out.session.tmp");
+  write_session_file(tmp / "out.session", f.model, kContainerId, s, ids.first(8), std::nullopt);
   CHECK(read_file_text(victim, 16) == "keep");  // the planted link was replaced, its target untouched
-  CHECK(load((tmp.path / "out.session").string()).empty());
+  CHECK(load(tmp / "out.session").empty());
 }

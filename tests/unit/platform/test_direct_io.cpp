@@ -13,6 +13,7 @@
 
 #include "shared/platform/direct_io.h"
 #include "tests/skip.h"
+#include "tests/support/temp_dir.h"
 
 using namespace waste::platform;
 namespace fs = std::filesystem;
@@ -21,17 +22,14 @@ namespace {
 
 constexpr uint64_t kBlock = kDirectIoAlign;
 
-// A file of 3 blocks and 100 bytes, byte i = (i * 7 + 3) mod 256, removed at the end.
+// A file of 3 blocks and 100 bytes, byte i = (i * 7 + 3) mod 256, in a temporary directory of
+// `parent` (the file system under test), removed at the end.
 struct TempFile {
+  waste::test::TempDir dir;
   fs::path path;
-  explicit TempFile(const fs::path& dir) {
-    path = dir / ("waste-unit-direct-io-" + std::to_string(::getpid()));
+  explicit TempFile(const std::string& parent) : dir("waste-unit-direct-io", parent), path(dir / "data") {
     std::ofstream f(path, std::ios::binary);
     for (uint64_t i = 0; i < 3 * kBlock + 100; ++i) f.put(char(uint8_t(i * 7 + 3)));
-  }
-  ~TempFile() {
-    std::error_code ec;
-    fs::remove(path, ec);
   }
 };
 
@@ -42,7 +40,7 @@ struct AlignedBuffer {
 }  // namespace
 
 TEST_CASE("open_direct_read and read_at: whole blocks, the short tail, errors") {
-  TempFile file(fs::temp_directory_path());
+  TempFile file("");  // "": $TMPDIR, else /tmp
   DirectFile f = open_direct_read(file.path.string(), DirectFallback::PageCache);
   REQUIRE(f.fd >= 0);
   CHECK_EQ(f.error, 0);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "shared/platform/futex.h"
+#include "tests/support/child_process.h"
 
 using namespace waste::platform;
 using Clock = std::chrono::steady_clock;
@@ -37,9 +38,9 @@ TEST_CASE("futex_wake_shared from another process wakes a waiter on a shared map
   REQUIRE(mem != MAP_FAILED);
   auto* word = static_cast<uint32_t*>(mem);
   *word = 0;
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  waste::test::OwnedPid child(::fork());  // killed and reaped should a check below throw first
+  REQUIRE(child.get() >= 0);
+  if (child.get() == 0) {
     // Late enough that the parent is most likely asleep in the kernel by then.
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::atomic_ref<uint32_t>(*word).store(1, std::memory_order_release);
@@ -53,7 +54,7 @@ TEST_CASE("futex_wake_shared from another process wakes a waiter on a shared map
     futex_wait_shared(word, 0, 10'000'000'000);
   const double waited = seconds_since(t0);
   int status = 0;
-  REQUIRE_EQ(::waitpid(child, &status, 0), child);
+  REQUIRE(child.reap(&status));
   CHECK(WIFEXITED(status));
   CHECK_EQ(std::atomic_ref<uint32_t>(*word).load(), 1u);
   CHECK_LT(waited, 5.0);

@@ -8,6 +8,7 @@
 
 #include "shared/platform/linux/proc_memory.h"
 #include "shared/util/error.h"
+#include "tests/support/temp_dir.h"
 
 using namespace waste::platform;
 namespace fs = std::filesystem;
@@ -16,14 +17,12 @@ namespace {
 
 // A fake /proc + /sys tree in a temporary directory, removed at the end of the test.
 struct FakeSystem {
+  waste::test::TempDir dir;
   fs::path root;
-  explicit FakeSystem(const std::string& name) {
-    root = fs::temp_directory_path() / ("waste-platform-" + name + "-" + std::to_string(getpid()));
-    fs::remove_all(root);
+  explicit FakeSystem(const std::string& name) : dir("waste-platform-" + name), root(dir.path()) {
     fs::create_directories(root / "proc/self");
     write("proc/meminfo", "MemTotal:       16777216 kB\nMemFree:        1000 kB\n");
   }
-  ~FakeSystem() { fs::remove_all(root); }
   void write(const std::string& rel, const std::string& text) {
     fs::create_directories((root / rel).parent_path());
     std::ofstream(root / rel) << text;

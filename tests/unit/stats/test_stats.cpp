@@ -16,8 +16,10 @@
 #include "shared/stats/arithmetic.h"
 #include "shared/stats/capnp.h"
 #include "shared/stats/engine_stats.h"
+#include "shared/stats/generate_stats.h"
 #include "shared/stats/json.h"
 #include "shared/stats/prometheus.h"
+#include "shared/stats/serve_stats.h"
 #include "shared/stats/store_stats.h"
 
 namespace stats = waste::stats;
@@ -84,9 +86,11 @@ TEST_CASE("stats: each list and its Cap'n Proto struct have the same fields") {
   check_schema<stats::EngineStats, waste::proto::EngineStats>({"expertPath", "promptCache"});
   check_schema<stats::PromptCacheStats, waste::proto::PromptCacheStats>({});
   check_schema<stats::SessionStats, waste::proto::SessionStats>({"id", "position", "context", "generating"});
-  // A request's reply carries the expert counters among its own.
+  // A request's reply: its own statistics, the expert counters among them.
+  check_schema<stats::GenerateStats, waste::proto::GenerateStats>({"stopReason"});
   const std::set<std::string> generate = fields_of(capnp::Schema::from<waste::proto::GenerateStats>());
   for (const auto& f : listed_fields<stats::ExpertSourceStats>()) CHECK_MESSAGE(generate.count(f) == 1, f);
+  check_schema<stats::LayerCounters, waste::proto::LayerStats>({"layer"});
 }
 
 TEST_CASE("stats: the schema check names a statistic without a field and a field without a statistic") {
@@ -118,6 +122,9 @@ TEST_CASE("stats: names are unique; counters' Prometheus names end in _total") {
   check(stats::EngineStats{});
   check(stats::PromptCacheStats{});
   check(stats::SessionStats{});
+  check(stats::GenerateStats{});
+  check(stats::LayerCounters{});
+  check(stats::ServeStats{});
 }
 
 TEST_CASE("stats: Cap'n Proto and JSON round trips keep every statistic") {
@@ -148,6 +155,29 @@ TEST_CASE("stats: Cap'n Proto and JSON round trips keep every statistic") {
   CHECK(seen.hits == store.hits);
   CHECK(seen.bytes_read == store.bytes_read);
   CHECK(seen.prefetch_used == store.prefetch_used);
+}
+
+TEST_CASE("stats: a request's statistics and a layer's counters round-trip through Cap'n Proto and JSON") {
+  const auto req = numbered<stats::GenerateStats>();
+  capnp::MallocMessageBuilder m;
+  auto b = m.initRoot<waste::proto::GenerateStats>();
+  stats::to_capnp(req, b);
+  CHECK(b.getQueueSeconds() == req.queue_seconds);
+  CHECK(b.getPrefetchUsed() == req.experts.prefetch_used);
+  CHECK(b.getImageSeconds() == req.image_seconds);
+  const auto back = stats::from_capnp<stats::GenerateStats>(b.asReader());
+  const auto again = stats::from_json<stats::GenerateStats>(stats::to_json(back));
+  stats::GenerateStats::each_pair(req, again, [](const stats::Stat& st, const auto& a, const auto& z) {
+    CHECK_MESSAGE(a == z, st.name);
+  });
+
+  const auto layer = numbered<stats::LayerCounters>();
+  capnp::MallocMessageBuilder m2;
+  auto lb = m2.initRoot<waste::proto::LayerStats>();
+  stats::to_capnp(layer, lb);
+  CHECK(lb.getHits() == layer.hits);
+  CHECK(lb.getMisses() == layer.misses);
+  CHECK(lb.getLayer() == 0u);  // not a statistic: left to the caller
 }
 
 TEST_CASE("stats: sums and differences cover every counter; a counter that steps back gives 0") {
@@ -182,4 +212,15 @@ TEST_CASE("stats: the Prometheus text of a list") {
   o.clear();
   stats::write_metrics(o, e);
   CHECK(o.find("\nwaste_expert_read_gigabytes_total 1.5\n") != std::string::npos);
+  // waste-serve's own: every one of its statistics is a metric, in list order.
+  stats::ServeStats sv;
+  sv.http_refused = 2;
+  sv.image_seconds = 0.25;
+  o.clear();
+  stats::write_metrics(o, sv);
+  CHECK(o.find("# TYPE waste_http_connections_refused_total counter\nwaste_http_connections_refused_total 2\n") !=
+        std::string::npos);
+  CHECK(o.find("# TYPE waste_http_connections gauge\nwaste_http_connections 0\n") != std::string::npos);
+  CHECK(o.find("\nwaste_vision_seconds_total 0.25\n") != std::string::npos);
+  CHECK(o.find("waste_images_total") < o.find("waste_http_abandoned_total"));
 }

@@ -8,6 +8,7 @@
 #include "shared/tokenizer/utf8.h"
 #include "shared/util/error.h"
 #include "shared/util/file.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/tokenizer/handbook.h"
 
 using namespace waste;
@@ -92,9 +93,8 @@ TEST_CASE("special token text in user text stays plain text") {
 
 
 TEST_CASE("tokenizer_config.json round trip and errors") {
-  const auto dir = std::filesystem::temp_directory_path() / ("waste-tok-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "tokenizer_config.json").string();
+  const waste::test::TempDir dir;
+  const std::string path = dir / "tokenizer_config.json";
   write_tokenizer_config(path, TokenizerFamily::KimiK2, 1000);
   TokenizerConfig c = TokenizerConfig::load_file(path);
   TokenizerConfig want = tokenizer_config_for(TokenizerFamily::KimiK2, 1000);
@@ -125,7 +125,6 @@ TEST_CASE("tokenizer_config.json round trip and errors") {
 
   // Special ids colliding with ranks are rejected when the tokenizer is built.
   CHECK_THROWS_AS(Tokenizer(synthetic(), tokenizer_config_for(TokenizerFamily::KimiK2, 1000), "clash"), Error);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("decode errors and streaming") {

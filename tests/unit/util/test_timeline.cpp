@@ -1,7 +1,6 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,14 +8,12 @@
 
 #include "shared/util/error.h"
 #include "shared/util/timeline.h"
+#include "tests/support/temp_dir.h"
 
 using namespace waste;
+using waste::test::TempDir;
 
 namespace {
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("waste-timeline-" + std::to_string(::getpid()) + "-" + name)).string();
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
@@ -29,7 +26,8 @@ TEST_CASE("timeline: off by default, spans from several threads land in a Chrome
   CHECK_FALSE(timeline::enabled());
   timeline::span("ignored", "test", 1, 2);  // off: nothing recorded, nothing written
 
-  const std::string path = temp_path("a.json");
+  TempDir tmp;
+  const std::string path = tmp / "a.json";
   timeline::start(path, "unit-test", 1000);
   CHECK(timeline::enabled());
   const int64_t t0 = timeline::now_ns();
@@ -71,11 +69,11 @@ TEST_CASE("timeline: off by default, spans from several threads land in a Chrome
   CHECK(attention == 1);
   CHECK(instants == 1);
   CHECK(j.at("otherData").at("dropped_events") == 0);
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("timeline: a full buffer drops and counts; merge joins files; bad input is an error") {
-  const std::string a = temp_path("b.json"), b = temp_path("c.json"), out = temp_path("m.json");
+  TempDir tmp;
+  const std::string a = tmp / "b.json", b = tmp / "c.json", out = tmp / "m.json";
   timeline::start(a, "first", 4);
   for (int i = 0; i < 6; ++i) timeline::span("read", "iod", 100 + i, 200 + i, 1, i);
   CHECK(timeline::stop() == 4);
@@ -90,11 +88,10 @@ TEST_CASE("timeline: a full buffer drops and counts; merge joins files; bad inpu
   timeline::merge(out, ins, 2);
   CHECK(read_json(out).at("traceEvents").size() == 5 + 2);
 
-  const std::string missing[] = {a, temp_path("missing.json")};
+  const std::string missing[] = {a, tmp / "missing.json"};
   CHECK_THROWS_AS(timeline::merge(out, missing, 2), Error);
   { std::ofstream(b) << "{\"nope\": 1}"; }
   CHECK_THROWS_AS(timeline::merge(out, ins, 2), Error);
   CHECK_THROWS_AS(timeline::start("/nonexistent-dir/x.json", "x"), Error);
   CHECK_FALSE(timeline::enabled());
-  for (const auto& p : {a, b, out}) std::filesystem::remove(p);
 }

@@ -53,8 +53,8 @@ def parse(path):
         x["tps"] = j["prefill"]["tok_per_s"] if test == "pp" else j["tok_per_s"]
         x["read"] = j["prefill"]["bytes_read"] if test == "pp" else j["bytes_read"]
         ex = j["experts"]
-        hits = j["prefill"]["expert_hits"] if test == "pp" else j["expert_hits"]
-        miss = j["prefill"]["expert_misses"] if test == "pp" else j["expert_misses"]
+        hits = j["prefill"]["hits"] if test == "pp" else j["hits"]
+        miss = j["prefill"]["misses"] if test == "pp" else j["misses"]
         x["note"] = ("resident" if "resident" in ex else ex.split(", ")[-1]) + \
             (f", hits {hits / max(1, hits + miss):.0%}" if "resident" not in ex else "")
         if test == "tg":

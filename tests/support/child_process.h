@@ -1,6 +1,8 @@
-// A child process for integration tests that talk to a program while it runs: its stdin is a
-// pipe the test writes lines to, its stdout and stderr are read apart, and the test waits
-// (bounded) for what it expects to appear in them, then signals it or waits for its exit.
+// Processes a test starts or stops, owned so that every exit path of the test (a failed REQUIRE
+// throws) cleans up after them: no child left running, no zombie left unreaped, no process left
+// stopped. OwnedPid: a fork()ed child, killed and reaped on destruction. ChildProcess: a program
+// the test talks to while it runs (stdin a pipe the test writes to, stdout and stderr read
+// apart, bounded waits for what the test expects in them). ScopedStop: SIGSTOP for a scope.
 #pragma once
 #include <fcntl.h>
 #include <poll.h>
@@ -18,6 +20,71 @@
 
 namespace waste::test {
 
+// A child this process fork()ed. The destructor kills (SIGKILL) and reaps it unless it was
+// reaped already; only pids > 0 are ever signalled (in the fork's child the value is 0, and
+// kill(0) would signal the whole process group).
+class OwnedPid {
+ public:
+  explicit OwnedPid(pid_t pid = -1) : pid_(pid) {}
+  ~OwnedPid() { kill_and_reap(); }
+  OwnedPid(const OwnedPid&) = delete;
+  OwnedPid& operator=(const OwnedPid&) = delete;
+  OwnedPid(OwnedPid&& o) noexcept : pid_(std::exchange(o.pid_, -1)) {}
+  OwnedPid& operator=(OwnedPid&& o) noexcept {
+    if (this != &o) kill_and_reap(), pid_ = std::exchange(o.pid_, -1);
+    return *this;
+  }
+
+  pid_t get() const { return pid_; }
+  // SIGKILL and wait for it: the end of a child that would otherwise run on.
+  void kill_and_reap() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // Waits for a child that ends by itself; true when waitpid returned it (*status: its raw
+  // wait status). false: no such child (or waitpid failed); it is then not waited for again.
+  bool reap(int* status) {
+    if (pid_ <= 0) return false;
+    const bool ok = ::waitpid(pid_, status, 0) == pid_;
+    pid_ = -1;
+    return ok;
+  }
+  // Non-blocking reap: true once the child has ended and was reaped (*status as above).
+  bool try_reap(int* status) {
+    if (pid_ <= 0) return false;
+    if (::waitpid(pid_, status, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    return true;
+  }
+
+ private:
+  pid_t pid_;
+};
+
+// SIGSTOP for a scope, SIGCONT on every exit path: a failed check never leaves a process stopped
+// (and whatever later waits for it, e.g. a SIGTERM at the end of the test, never waits forever).
+class ScopedStop {
+ public:
+  explicit ScopedStop(pid_t pid) : pid_(pid), stopped_(pid > 0 && ::kill(pid, SIGSTOP) == 0) {}
+  ~ScopedStop() { resume(); }
+  ScopedStop(const ScopedStop&) = delete;
+  ScopedStop& operator=(const ScopedStop&) = delete;
+
+  bool stopped() const { return stopped_; }
+  // SIGCONT now; true when it was delivered (false also when it was resumed already).
+  bool resume() {
+    if (!stopped_) return false;
+    stopped_ = false;
+    return ::kill(pid_, SIGCONT) == 0;
+  }
+
+ private:
+  pid_t pid_;
+  bool stopped_;
+};
+
 class ChildProcess {
  public:
   // argv[0] is looked up in PATH; env: variables set (or, with an empty value, unset) for it;
@@ -30,8 +97,8 @@ class ChildProcess {
     std::vector<char*> cargv;
     for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
@@ -42,20 +109,18 @@ class ChildProcess {
     }
     ::close(in[0]), ::close(out[1]), ::close(err[1]);
     in_ = in[1], out_ = out[0], err_ = err[0];
-    if (pid_ < 0) close_all();
+    if (pid < 0) close_all();
+    else child_ = OwnedPid(pid);
   }
   ~ChildProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
+    child_.kill_and_reap();  // before the pipes close: it never sees them close while it runs
     close_all();
   }
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  bool started() const { return pid_ > 0; }
-  pid_t pid() const { return pid_; }
+  bool started() const { return child_.get() > 0; }
+  pid_t pid() const { return child_.get(); }
   const std::string& out() const { return out_text_; }
   const std::string& err() const { return err_text_; }
 
@@ -73,7 +138,7 @@ class ChildProcess {
     if (in_ >= 0) ::close(in_), in_ = -1;
   }
   void signal(int sig) {
-    if (pid_ > 0) ::kill(pid_, sig);
+    if (child_.get() > 0) ::kill(child_.get(), sig);
   }
 
   // Reads the child's output until done() holds (true) or timeout_s passes / the output ends (false).
@@ -89,19 +154,16 @@ class ChildProcess {
   // ended it, -2 when it did not end within timeout_s (it is killed then).
   int wait_exit(double timeout_s) {
     wait_for([] { return false; }, timeout_s);
-    if (pid_ <= 0) return status_;
+    if (child_.get() <= 0) return status_;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(1.0);
     int st = 0;
-    pid_t r;
+    bool reaped;
     // The pipes closed; the exit itself follows at once (bounded poll for the zombie).
-    while ((r = ::waitpid(pid_, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
-    if (r != pid_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
+    while (!(reaped = child_.try_reap(&st)) && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
+    if (!reaped) {
+      child_.kill_and_reap();
       return status_ = -2;
     }
-    pid_ = -1;
     return status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
 
@@ -127,7 +189,7 @@ class ChildProcess {
       if (*fd >= 0) ::close(*fd), *fd = -1;
   }
 
-  pid_t pid_ = -1;
+  OwnedPid child_;
   int in_ = -1, out_ = -1, err_ = -1;
   int status_ = -1;
   std::string out_text_, err_text_;
