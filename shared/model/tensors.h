@@ -56,8 +56,4 @@ struct ExpertNames {
 };
 ExpertNames expert_tensor_names(const ModelConfig& c, int layer, int expert);
 
-// Bytes of the trunk resident in RAM with the default formats (matrices `matrix_bits`
-// per weight incl. scales, router/vectors f32, embedding excluded since it stays on disk).
-uint64_t estimate_trunk_resident_bytes(const ModelConfig& c, double matrix_bits_per_weight, double head_bits_per_weight);
-
 }  // namespace waste

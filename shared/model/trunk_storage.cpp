@@ -5,11 +5,21 @@
 namespace waste {
 
 namespace {
+
 bool quantized(TensorFormat f) { return f == TensorFormat::Q4G || f == TensorFormat::Q8G; }
+
+// A power of two times kTrunkGroup, up to kMaxTrunkGroup: the groups the SIMD paths take.
+bool valid_group(uint64_t g) {
+  if (g < kTrunkGroup || g > kMaxTrunkGroup || g % kTrunkGroup != 0) return false;
+  const uint64_t units = g / kTrunkGroup;
+  return (units & (units - 1)) == 0;
+}
+
 }  // namespace
 
-TensorFormat trunk_storage_format(TensorRole role, uint64_t cols, const TrunkStorage& s) {
-  if (role == TensorRole::Router || role == TensorRole::Vector) return TensorFormat::F32;
+StoredAs trunk_storage(TensorRole role, const std::vector<uint64_t>& shape, const TrunkStorage& s) {
+  if (role == TensorRole::Vector) return {TensorFormat::F32, 0};
+  if (role == TensorRole::Router) return {s.router, 0};
   TensorFormat f = s.matrices;
   if (role == TensorRole::Head && s.head) {
     f = *s.head;
@@ -17,8 +27,35 @@ TensorFormat trunk_storage_format(TensorRole role, uint64_t cols, const TrunkSto
     // The embedding and head see every token and dominate quality at 4 bits: 8 unless chosen.
     f = TensorFormat::Q8G;
   }
-  if (quantized(f) && cols % kTrunkGroup != 0) return TensorFormat::BF16;
-  return f;
+  if (!quantized(f)) return {f, 0};
+  // A one-dimensional "matrix" has no rows to group: bf16 like any width no group fits.
+  if (shape.size() < 2) return {TensorFormat::BF16, 0};
+  uint64_t cols = 1;
+  for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
+  const uint32_t group = role == TensorRole::Matrix ? s.group : kTrunkGroup;
+  if (cols % group == 0) return {f, group};
+  if (cols % kTrunkGroup == 0) return {f, kTrunkGroup};
+  return {TensorFormat::BF16, 0};
+}
+
+uint64_t trunk_resident_bytes(const ModelConfig& c, const TrunkStorage& s) {
+  uint64_t bytes = 0;
+  for (const TensorSpec& t : trunk_tensor_specs(c)) {
+    if (t.role == TensorRole::Embedding) continue;  // on disk
+    const StoredAs st = trunk_storage(t.role, t.shape, s);
+    const uint64_t rows = t.shape.size() < 2 ? 1 : t.shape[0];
+    bytes += trunk_tensor_bytes(st.format, rows, t.elements() / rows, st.group).total;
+  }
+  return bytes;
+}
+
+std::string trunk_storage_text(const TrunkStorage& s) {
+  auto named = [](TensorFormat f, uint32_t group) {
+    return std::string(format_name(f)) + (quantized(f) ? "-" + std::to_string(group) : "");
+  };
+  const TensorFormat head = s.head ? *s.head : quantized(s.matrices) ? TensorFormat::Q8G : s.matrices;
+  return named(s.matrices, s.group) + " matrices, " + named(head, kTrunkGroup) + " head, " + format_name(s.router) +
+         " routers, f32 vectors";
 }
 
 TensorFormat head_format_from_name(const std::string& name) {
@@ -27,6 +64,26 @@ TensorFormat head_format_from_name(const std::string& name) {
   if (name == "bf16") return TensorFormat::BF16;
   if (name == "f32") return TensorFormat::F32;
   throw Error("--head must be q8g, q4g, bf16 or f32, not '" + name + "'", ErrorKind::InvalidRequest, "--head");
+}
+
+uint32_t trunk_group_from_text(const std::string& text) {
+  uint64_t g = 0;
+  bool digits = !text.empty() && text.size() <= 5;
+  for (char ch : text) digits = digits && ch >= '0' && ch <= '9';
+  if (digits) g = std::stoull(text);
+  if (!digits || !valid_group(g)) {
+    std::string allowed;
+    for (uint32_t v = kTrunkGroup; v <= kMaxTrunkGroup; v *= 2) allowed += (allowed.empty() ? "" : ", ") + std::to_string(v);
+    throw Error("--trunk-group must be one of " + allowed + ", not '" + text + "'", ErrorKind::InvalidRequest,
+                "--trunk-group");
+  }
+  return uint32_t(g);
+}
+
+TensorFormat router_format_from_name(const std::string& name) {
+  if (name == "f32") return TensorFormat::F32;
+  if (name == "bf16") return TensorFormat::BF16;
+  throw Error("--router must be f32 or bf16, not '" + name + "'", ErrorKind::InvalidRequest, "--router");
 }
 
 }  // namespace waste

@@ -109,6 +109,10 @@ struct PlanRequest {
 
 struct MemoryPlan {
   uint64_t trunk = 0, session_state = 0, scratch = 0, experts_in_flight = 0, prompt_cache = 0, floor = 0;
+  // The floor without the prompt cache and the vision line: trunk + session state + scratch +
+  // experts in flight, what an engine with neither (the original C engine's floor: resident
+  // trunk, state, scratch, its minimum expert cache) holds, so the two compare line for line.
+  uint64_t comparable_floor = 0;
   uint64_t vision = 0;  // vision_weights + vision_activations, part of the floor (0: no tower)
   uint64_t vision_weights = 0, vision_activations = 0;
   std::string vision_source;

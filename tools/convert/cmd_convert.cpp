@@ -1,5 +1,5 @@
 // `waste convert HF_DIR --out MODEL.waste [--experts vq3r|f32|bf16] [--trunk q4g|q8g|bf16|f32]
-//  [--vision q8g|bf16|f32|none] [--threads N]`
+//  [--head FORMAT] [--trunk-group 32|128|...] [--router f32|bf16] [--vision q8g|bf16|f32|none] [--threads N]`
 #include <cstdio>
 #include <memory>
 
@@ -18,6 +18,8 @@ void register_convert_command(CLI::App& app) {
   auto trunk = std::make_shared<std::string>("q4g");
   auto vision = std::make_shared<std::string>("q8g");
   auto head = std::make_shared<std::string>();
+  auto group = std::make_shared<std::string>(std::to_string(kTrunkGroup));
+  auto router = std::make_shared<std::string>("f32");
   auto effort = std::make_shared<std::string>("greedy");
   cmd->add_option("hf_dir", o->hf_dir, "Release directory (config.json + *.safetensors)")->required();
   cmd->add_option("--out", o->out, "Container directory to write (e.g. model.waste)")->required();
@@ -27,6 +29,13 @@ void register_convert_command(CLI::App& app) {
   cmd->add_option("--head", *head,
                   "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g (half "
                   "the bytes every decoded token reads, at a logit error docs/MEASUREMENTS.md gives), bf16 or f32");
+  cmd->add_option("--trunk-group", *group,
+                  "Inputs per f16 scale of the q4g/q8g trunk matrices: 32 (default), 64, 128 (0.375 bit per weight "
+                  "less than 32, at the error docs/MEASUREMENTS.md gives), 256, 512 or 1024. The embedding and head "
+                  "keep 32; a matrix whose columns the group does not divide takes 32");
+  cmd->add_option("--router", *router,
+                  "MoE router matrices: f32 (default) or bf16 (half the bytes; docs/MEASUREMENTS.md gives the "
+                  "routing agreement)");
   cmd->add_option("--vision", *vision,
                   "K3 vision tower and projector: q8g (default; int8, f16 scale per 32 inputs, 28 for the "
                   "588-wide patch embedding), bf16, f32 (lossless for a BF16 release) or none (drop the tower). "
@@ -37,10 +46,12 @@ void register_convert_command(CLI::App& app) {
   cmd->add_option("--rvq-effort", *effort, "VQ3R encoding: greedy (default) or beam (slower, lower error)");
   cmd->add_option("--train-experts", o->train_sample_experts, "Experts per layer sampled to train codebooks (16)");
   cmd->add_flag("!--no-progress", o->progress, "No progress bar");
-  cmd->callback([o, experts, trunk, head, vision, effort] {
+  cmd->callback([o, experts, trunk, head, group, router, vision, effort] {
     o->expert_format = format_from_name(*experts);
     o->trunk = trunk_choice_from_name(*trunk);
     if (!head->empty()) o->head = head_format_from_name(*head);
+    o->trunk_group = trunk_group_from_text(*group);
+    o->router = router_format_from_name(*router);
     o->vision = vision_choice_from_name(*vision);
     if (*effort == "beam") o->rvq.effort = RvqEffort::Beam;
     else require(*effort == "greedy", "--rvq-effort must be greedy or beam, not '" + *effort + "'");

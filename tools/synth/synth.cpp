@@ -37,16 +37,10 @@ double vector_value(const std::string& name, Rng& rng) {
   return 0.02 * rng.normal();
 }
 
-constexpr uint32_t kGroup = kTrunkGroup;
-
-// How synth stores a trunk tensor: the converter's rule (shared/model/trunk_storage.h).
-TensorFormat stored_format(const TensorSpec& spec, const SynthOptions& o) {
-  return trunk_storage_format(spec.role, spec.elements() / spec.shape[0], TrunkStorage{o.trunk_format, o.head});
-}
-
 uint64_t stored_bytes(const TensorSpec& spec, const SynthOptions& o) {
   const uint64_t rows = spec.shape.size() == 1 ? 1 : spec.shape[0];
-  return trunk_tensor_bytes(stored_format(spec, o), rows, spec.elements() / rows, kGroup).total;
+  const StoredAs st = trunk_storage(spec.role, spec.shape, o.trunk);
+  return trunk_tensor_bytes(st.format, rows, spec.elements() / rows, st.group).total;
 }
 
 // The text model's tensors, then (when `vision` is given) the vision tower's, in one trunk.
@@ -58,20 +52,24 @@ void write_trunk(ContainerWriter& w, const SynthOptions& o, const VisionConfig* 
     const uint64_t n = spec.elements();
     const uint64_t rows = spec.shape[0];
     const uint64_t cols = n / rows;
-    const TensorFormat f = stored_format(spec, o);
-    if (f == TensorFormat::F32 && (spec.role == TensorRole::Vector || spec.role == TensorRole::Router)) {
+    // The converter's rule (shared/model/trunk_storage.h).
+    const StoredAs st = trunk_storage(spec.role, spec.shape, o.trunk);
+    const TensorFormat f = st.format;
+    if (spec.role == TensorRole::Vector || spec.role == TensorRole::Router) {
+      // Drawn in f32 whatever the stored format, so a bf16 router is the f32 one rounded
+      // (same seed, same routing up to bf16's error).
       std::vector<float> v(n);
       double router_std = 1.0 / std::sqrt(double(cols));
       for (auto& x : v) x = float(spec.role == TensorRole::Router ? router_std * rng.normal() : vector_value(spec.name, rng));
-      w.add_tensor(spec.name, spec.shape, v.data(), TensorFormat::F32);
-      progress.add(n * 4);
+      w.add_tensor(spec.name, spec.shape, v.data(), f);
+      progress.add(trunk_value_bytes(f, n));
       continue;
     }
     // Embedding rows have unit scale (like a real model's); matrices keep activations unit-scale.
     const double std_dev = spec.role == TensorRole::Embedding ? 1.0 : 1.0 / std::sqrt(double(cols));
     if (f == TensorFormat::Q4G || f == TensorFormat::Q8G) {
-      auto bytes = random_quantized(f, rows, cols, kGroup, std_dev, rng);
-      w.add_tensor_bytes(spec.name, spec.shape, f, kGroup, bytes.data(), bytes.size());
+      auto bytes = random_quantized(f, rows, cols, st.group, std_dev, rng);
+      w.add_tensor_bytes(spec.name, spec.shape, f, st.group, bytes.data(), bytes.size());
       progress.add(bytes.size());
     } else {
       std::vector<float> v(n);
