@@ -49,6 +49,18 @@ uint64_t trunk_resident_bytes(const ModelConfig& c, const TrunkStorage& s) {
   return bytes;
 }
 
+TrunkStorage trunk_storage_for(const ModelConfig& c, TensorFormat matrices, std::optional<TensorFormat> head,
+                               std::optional<uint32_t> group, std::optional<TensorFormat> router) {
+  TrunkStorage s;
+  s.matrices = matrices;
+  s.head = head;
+  // Large only when quantized: an f32 or bf16 trunk is asked for as lossless.
+  const bool large = quantized(matrices) && trunk_resident_bytes(c, TrunkStorage{}) > kLargeTrunkBytes;
+  s.group = group.value_or(large ? kLargeTrunkGroup : kTrunkGroup);
+  s.router = router.value_or(large ? TensorFormat::BF16 : TensorFormat::F32);
+  return s;
+}
+
 std::string trunk_storage_text(const TrunkStorage& s) {
   auto named = [](TensorFormat f, uint32_t group) {
     return std::string(format_name(f)) + (quantized(f) ? "-" + std::to_string(group) : "");

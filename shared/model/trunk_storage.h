@@ -8,7 +8,8 @@
 // hidden), so its bytes are a decode cost of their own, while its error shows directly in the
 // logits (docs/MEASUREMENTS.md has both for q4g).
 //
-// Groups: the matrices' q4g/q8g scale group is chosen (--trunk-group; kTrunkGroup by default).
+// Groups: the matrices' q4g/q8g scale group is chosen (--trunk-group; by default kTrunkGroup,
+// or kLargeTrunkGroup for a large trunk, below).
 // An f16 scale per 32 inputs costs 0.5 bit per weight, one per 128 costs 0.125, which on K3's
 // ~54 G trunk matrix weights is 2.5 GB. The embedding and the head keep kTrunkGroup: they are
 // 8-bit, where the scale is a smaller share, and the head's error is the logits' own. A matrix
@@ -33,6 +34,15 @@ constexpr uint32_t kTrunkGroup = 32;
 // int8_simd_handles) and the kernel tests cover up to 1024.
 constexpr uint32_t kMaxTrunkGroup = 1024;
 
+// A quantized trunk over kLargeTrunkBytes at the small-model defaults (q4g-32, f32 routers) is
+// "large" (K3: 31.60 GiB; K2 ~7, Kimi-Linear ~1.2): there every GiB of trunk is a GiB the expert
+// cache of a 64 GB machine does not get, so by default its matrices take kLargeTrunkGroup and its
+// routers bf16. Measured (docs/MEASUREMENTS.md 2026-12-05): bf16 routers are exact on every BF16
+// release (their routers are bf16 values) and move the logits of an f32-drawn K3-shaped model by
+// 2.6% of their std; group 128 adds ~7% to q4g's own logit error and 2.35 GiB less for K3.
+constexpr uint64_t kLargeTrunkBytes = 16ull << 30;
+constexpr uint32_t kLargeTrunkGroup = 128;
+
 struct TrunkStorage {
   TensorFormat matrices = TensorFormat::Q4G;  // --trunk
   std::optional<TensorFormat> head;           // --head; nullopt: q8g for a quantized trunk, else as the matrices
@@ -49,6 +59,11 @@ struct StoredAs {
 // `shape` is the release shape; a tensor of one dimension is one row of shape[0] columns (a
 // quantized format falls back for it like for any width its group does not divide).
 StoredAs trunk_storage(TensorRole role, const std::vector<uint64_t>& shape, const TrunkStorage& storage);
+
+// The storage of a model's trunk from the flags given (nullopt: not given): --trunk-group and
+// --router default by the model's size (kLargeTrunkBytes), the rest as TrunkStorage's defaults.
+TrunkStorage trunk_storage_for(const ModelConfig& c, TensorFormat matrices, std::optional<TensorFormat> head,
+                               std::optional<uint32_t> group, std::optional<TensorFormat> router);
 
 // Exact bytes of the text trunk resident in RAM when stored under `storage`: every tensor of
 // trunk_tensor_specs but the embedding (one row is read from disk per token), at its

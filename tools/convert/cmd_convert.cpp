@@ -18,8 +18,8 @@ void register_convert_command(CLI::App& app) {
   auto trunk = std::make_shared<std::string>("q4g");
   auto vision = std::make_shared<std::string>("q8g");
   auto head = std::make_shared<std::string>();
-  auto group = std::make_shared<std::string>(std::to_string(kTrunkGroup));
-  auto router = std::make_shared<std::string>("f32");
+  auto group = std::make_shared<std::string>();
+  auto router = std::make_shared<std::string>();
   auto effort = std::make_shared<std::string>("greedy");
   cmd->add_option("hf_dir", o->hf_dir, "Release directory (config.json + *.safetensors)")->required();
   cmd->add_option("--out", o->out, "Container directory to write (e.g. model.waste)")->required();
@@ -30,12 +30,13 @@ void register_convert_command(CLI::App& app) {
                   "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g (half "
                   "the bytes every decoded token reads, at a logit error docs/MEASUREMENTS.md gives), bf16 or f32");
   cmd->add_option("--trunk-group", *group,
-                  "Inputs per f16 scale of the q4g/q8g trunk matrices: 32 (default), 64, 128 (0.375 bit per weight "
-                  "less than 32, at the error docs/MEASUREMENTS.md gives), 256, 512 or 1024. The embedding and head "
-                  "keep 32; a matrix whose columns the group does not divide takes 32");
+                  "Inputs per f16 scale of the q4g/q8g trunk matrices: 32, 64, 128 (0.375 bit per weight less than "
+                  "32, at the error docs/MEASUREMENTS.md gives), 256, 512 or 1024. Default 32, 128 for a trunk over "
+                  "16 GiB (K3). The embedding and head keep 32; a matrix whose columns the group does not divide "
+                  "takes 32");
   cmd->add_option("--router", *router,
-                  "MoE router matrices: f32 (default) or bf16 (half the bytes; docs/MEASUREMENTS.md gives the "
-                  "routing agreement)");
+                  "MoE router matrices: f32 or bf16 (half the bytes; exact for a BF16 release; docs/MEASUREMENTS.md "
+                  "gives the routing agreement otherwise). Default f32, bf16 for a quantized trunk over 16 GiB (K3)");
   cmd->add_option("--vision", *vision,
                   "K3 vision tower and projector: q8g (default; int8, f16 scale per 32 inputs, 28 for the "
                   "588-wide patch embedding), bf16, f32 (lossless for a BF16 release) or none (drop the tower). "
@@ -50,8 +51,8 @@ void register_convert_command(CLI::App& app) {
     o->expert_format = format_from_name(*experts);
     o->trunk = trunk_choice_from_name(*trunk);
     if (!head->empty()) o->head = head_format_from_name(*head);
-    o->trunk_group = trunk_group_from_text(*group);
-    o->router = router_format_from_name(*router);
+    if (!group->empty()) o->trunk_group = trunk_group_from_text(*group);
+    if (!router->empty()) o->router = router_format_from_name(*router);
     o->vision = vision_choice_from_name(*vision);
     if (*effort == "beam") o->rvq.effort = RvqEffort::Beam;
     else require(*effort == "greedy", "--rvq-effort must be greedy or beam, not '" + *effort + "'");

@@ -17,8 +17,8 @@ void register_synth_command(CLI::App& app) {
   auto trunk_format = std::make_shared<std::string>("q4g");
   auto vision = std::make_shared<std::string>("q8g");
   auto head = std::make_shared<std::string>();
-  auto group = std::make_shared<std::string>(std::to_string(kTrunkGroup));
-  auto router = std::make_shared<std::string>("f32");
+  auto group = std::make_shared<std::string>();
+  auto router = std::make_shared<std::string>();
   std::string presets;
   for (const auto& n : preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd->add_option("--preset", o->preset, "Model shape: " + presets)->required();
@@ -34,9 +34,11 @@ void register_synth_command(CLI::App& app) {
                   "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g, bf16 "
                   "or f32 (as waste convert --head)");
   cmd->add_option("--trunk-group", *group,
-                  "Inputs per f16 scale of the q4g/q8g trunk matrices: 32 (default), 64, 128, 256, 512 or 1024 (as "
-                  "waste convert --trunk-group)");
-  cmd->add_option("--router", *router, "MoE router matrices: f32 (default) or bf16 (as waste convert --router)");
+                  "Inputs per f16 scale of the q4g/q8g trunk matrices: 32, 64, 128, 256, 512 or 1024 (as waste "
+                  "convert --trunk-group: default 32, 128 for a trunk over 16 GiB)");
+  cmd->add_option("--router", *router,
+                  "MoE router matrices: f32 or bf16 (as waste convert --router: default f32, bf16 for a quantized "
+                  "trunk over 16 GiB)");
   cmd->add_option("--vision", *vision,
                   "K3 presets' vision tower: q8g (default), bf16, f32 or none (as waste convert --vision; norms "
                   "and the position grid always f32)");
@@ -44,10 +46,10 @@ void register_synth_command(CLI::App& app) {
   cmd->add_flag("!--no-progress", o->progress, "No progress bar");
   cmd->callback([o, expert_format, trunk_format, head, group, router, vision] {
     o->expert_format = format_from_name(*expert_format);
-    o->trunk.matrices = trunk_choice_format(trunk_choice_from_name(*trunk_format));
-    if (!head->empty()) o->trunk.head = head_format_from_name(*head);
-    o->trunk.group = trunk_group_from_text(*group);
-    o->trunk.router = router_format_from_name(*router);
+    o->trunk_format = trunk_choice_format(trunk_choice_from_name(*trunk_format));
+    if (!head->empty()) o->head = head_format_from_name(*head);
+    if (!group->empty()) o->trunk_group = trunk_group_from_text(*group);
+    if (!router->empty()) o->router = router_format_from_name(*router);
     o->vision = vision_choice_from_name(*vision);
     synthesize(*o);
     Container c = Container::open(o->out);

@@ -37,14 +37,15 @@ double vector_value(const std::string& name, Rng& rng) {
   return 0.02 * rng.normal();
 }
 
-uint64_t stored_bytes(const TensorSpec& spec, const SynthOptions& o) {
+uint64_t stored_bytes(const TensorSpec& spec, const TrunkStorage& storage) {
   const uint64_t rows = spec.shape.size() == 1 ? 1 : spec.shape[0];
-  const StoredAs st = trunk_storage(spec.role, spec.shape, o.trunk);
+  const StoredAs st = trunk_storage(spec.role, spec.shape, storage);
   return trunk_tensor_bytes(st.format, rows, spec.elements() / rows, st.group).total;
 }
 
 // The text model's tensors, then (when `vision` is given) the vision tower's, in one trunk.
-void write_trunk(ContainerWriter& w, const SynthOptions& o, const VisionConfig* vision, Progress& progress) {
+void write_trunk(ContainerWriter& w, const SynthOptions& o, const TrunkStorage& storage, const VisionConfig* vision,
+                 Progress& progress) {
   const ModelConfig& c = w.config();
   Rng rng(o.seed, 1);
   w.begin_trunk();
@@ -53,7 +54,7 @@ void write_trunk(ContainerWriter& w, const SynthOptions& o, const VisionConfig* 
     const uint64_t rows = spec.shape[0];
     const uint64_t cols = n / rows;
     // The converter's rule (shared/model/trunk_storage.h).
-    const StoredAs st = trunk_storage(spec.role, spec.shape, o.trunk);
+    const StoredAs st = trunk_storage(spec.role, spec.shape, storage);
     const TensorFormat f = st.format;
     if (spec.role == TensorRole::Vector || spec.role == TensorRole::Router) {
       // Drawn in f32 whatever the stored format, so a bf16 router is the f32 one rounded
@@ -146,13 +147,14 @@ void synthesize(const SynthOptions& o) {
   const auto moe_layers = c.moe_layers();
   RecordLayout layout = record_layout(o.expert_format, uint32_t(c.expert_hidden()), uint32_t(c.moe_intermediate));
   uint64_t trunk_total = 0;
-  for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, o);
+  const TrunkStorage storage = trunk_storage_for(c, o.trunk_format, o.head, o.trunk_group, o.router);
+  for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, storage);
   if (vision) trunk_total += synth_vision_bytes(*vision, o.vision);
   const uint64_t expert_total = uint64_t(moe_layers.size()) * uint64_t(c.n_experts) * layout.stride;
 
   if (!w.trunk_done()) {
     Progress p("trunk  ", trunk_total, "B", o.progress);
-    write_trunk(w, o, vision ? &*vision : nullptr, p);
+    write_trunk(w, o, storage, vision ? &*vision : nullptr, p);
     p.finish();
   }
   Progress p("experts", expert_total, "B", o.progress);

@@ -18,9 +18,12 @@ struct SynthOptions {
   PresetOverrides overrides;
   std::string out;
   TensorFormat expert_format = TensorFormat::VQ3R;
-  // --trunk, --head, --trunk-group, --router: stored by the converter's rule
-  // (shared/model/trunk_storage.h).
-  TrunkStorage trunk;
+  // --trunk, --head, --trunk-group, --router (nullopt: not given), stored by the converter's
+  // rule (shared/model/trunk_storage.h, trunk_storage_for).
+  TensorFormat trunk_format = TensorFormat::Q4G;
+  std::optional<TensorFormat> head;
+  std::optional<uint32_t> trunk_group;
+  std::optional<TensorFormat> router;
   // The K3 presets' vision tower (stored as `waste convert --vision` stores it); ignored by
   // presets without a vision_config. None leaves the tower out.
   VisionChoice vision = VisionChoice::Q8G;

@@ -36,13 +36,14 @@ struct PlanOptions {
 
 // Without a container the trunk is summed tensor by tensor as `waste convert` would store it
 // (trunk_resident_bytes, the same rule); experts are VQ3R records.
-TrunkStorage preset_trunk_storage(const PlanOptions& o) {
-  TrunkStorage s;
-  if (!o.trunk.empty()) s.matrices = trunk_choice_format(trunk_choice_from_name(o.trunk));
-  if (!o.head.empty()) s.head = head_format_from_name(o.head);
-  if (!o.trunk_group.empty()) s.group = trunk_group_from_text(o.trunk_group);
-  if (!o.router.empty()) s.router = router_format_from_name(o.router);
-  return s;
+TrunkStorage preset_trunk_storage(const PlanOptions& o, const ModelConfig& c) {
+  std::optional<TensorFormat> head, router;
+  std::optional<uint32_t> group;
+  if (!o.head.empty()) head = head_format_from_name(o.head);
+  if (!o.trunk_group.empty()) group = trunk_group_from_text(o.trunk_group);
+  if (!o.router.empty()) router = router_format_from_name(o.router);
+  const TensorFormat matrices = o.trunk.empty() ? TensorFormat::Q4G : trunk_choice_format(trunk_choice_from_name(o.trunk));
+  return trunk_storage_for(c, matrices, head, group, router);
 }
 
 // A preset with a vision_config: its tower as `waste convert` stores it by default (q8g
@@ -69,7 +70,7 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
     const std::string config_json = preset_config_json(o.preset);
     r.config = ModelConfig::from_json(config_json, "preset " + o.preset);
     estimate_preset_vision(config_json, "preset " + o.preset, uint64_t(o.image_patches), r);
-    const TrunkStorage storage = preset_trunk_storage(o);
+    const TrunkStorage storage = preset_trunk_storage(o, r.config);
     r.trunk_bytes = trunk_resident_bytes(r.config, storage);
     r.trunk_source = "as stored: " + trunk_storage_text(storage);
     r.record_stride =

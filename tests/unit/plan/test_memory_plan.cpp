@@ -97,6 +97,27 @@ TEST_CASE("Kimi K3: per-token routed read is 16.98 GiB (MODELS.md 7.3)") {
   const uint64_t router_weights = 92ull * 896 * 7168;
   CHECK_EQ(p.trunk - trunk_resident_bytes(r.config, wide), matrix_weights * 3 / 64 + router_weights * 2);
   CHECK(double(trunk_resident_bytes(r.config, wide)) / GiB == doctest::Approx(28.15).epsilon(0.001));
+
+  // Those are K3's defaults (a quantized trunk over kLargeTrunkBytes); flags given win.
+  const TrunkStorage k3 = trunk_storage_for(r.config, TensorFormat::Q4G, std::nullopt, std::nullopt, std::nullopt);
+  CHECK_EQ(k3.group, 128u);
+  CHECK(k3.router == TensorFormat::BF16);
+  CHECK_EQ(trunk_resident_bytes(r.config, k3), trunk_resident_bytes(r.config, wide));
+  const TrunkStorage chosen = trunk_storage_for(r.config, TensorFormat::Q4G, std::nullopt, 32u, TensorFormat::F32);
+  CHECK_EQ(chosen.group, 32u);
+  CHECK(chosen.router == TensorFormat::F32);
+  // An unquantized trunk is asked for as lossless: f32 routers whatever the size.
+  const TrunkStorage lossless = trunk_storage_for(r.config, TensorFormat::F32, std::nullopt, std::nullopt, std::nullopt);
+  CHECK(lossless.router == TensorFormat::F32);
+  // Kimi-Linear and K2 are under the line: the small-model defaults.
+  for (const char* name : {"kimi-linear-48b", "kimi-k2"}) {
+    CAPTURE(name);
+    const ModelConfig c = ModelConfig::from_json(preset_config_json(name), name);
+    CHECK_LT(trunk_resident_bytes(c, TrunkStorage{}), kLargeTrunkBytes);
+    const TrunkStorage small = trunk_storage_for(c, TensorFormat::Q4G, std::nullopt, std::nullopt, std::nullopt);
+    CHECK_EQ(small.group, kTrunkGroup);
+    CHECK(small.router == TensorFormat::F32);
+  }
   CHECK_EQ(p.cache, 3 * p.working_set_bytes);
 }
 
