@@ -19,8 +19,7 @@ bool valid_group(uint64_t g) {
 
 StoredAs trunk_storage(TensorRole role, const std::vector<uint64_t>& shape, const TrunkStorage& s) {
   if (role == TensorRole::Vector) return {TensorFormat::F32, 0};
-  if (role == TensorRole::Router) return {s.router, 0};
-  TensorFormat f = s.matrices;
+  TensorFormat f = role == TensorRole::Router ? s.router : s.matrices;
   if (role == TensorRole::Head && s.head) {
     f = *s.head;
   } else if (quantized(s.matrices) && (role == TensorRole::Embedding || role == TensorRole::Head)) {
@@ -32,6 +31,7 @@ StoredAs trunk_storage(TensorRole role, const std::vector<uint64_t>& shape, cons
   if (shape.size() < 2) return {TensorFormat::BF16, 0};
   uint64_t cols = 1;
   for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
+  // Routers (q8g) keep kTrunkGroup like the head: their error is the routing decision's own.
   const uint32_t group = role == TensorRole::Matrix ? s.group : kTrunkGroup;
   if (cols % group == 0) return {f, group};
   if (cols % kTrunkGroup == 0) return {f, kTrunkGroup};
@@ -66,8 +66,8 @@ std::string trunk_storage_text(const TrunkStorage& s) {
     return std::string(format_name(f)) + (quantized(f) ? "-" + std::to_string(group) : "");
   };
   const TensorFormat head = s.head ? *s.head : quantized(s.matrices) ? TensorFormat::Q8G : s.matrices;
-  return named(s.matrices, s.group) + " matrices, " + named(head, kTrunkGroup) + " head, " + format_name(s.router) +
-         " routers, f32 vectors";
+  return named(s.matrices, s.group) + " matrices, " + named(head, kTrunkGroup) + " head, " +
+         named(s.router, kTrunkGroup) + " routers, f32 vectors";
 }
 
 TensorFormat head_format_from_name(const std::string& name) {
@@ -95,7 +95,8 @@ uint32_t trunk_group_from_text(const std::string& text) {
 TensorFormat router_format_from_name(const std::string& name) {
   if (name == "f32") return TensorFormat::F32;
   if (name == "bf16") return TensorFormat::BF16;
-  throw Error("--router must be f32 or bf16, not '" + name + "'", ErrorKind::InvalidRequest, "--router");
+  if (name == "q8g") return TensorFormat::Q8G;
+  throw Error("--router must be f32, bf16 or q8g, not '" + name + "'", ErrorKind::InvalidRequest, "--router");
 }
 
 }  // namespace waste

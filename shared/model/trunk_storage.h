@@ -1,8 +1,8 @@
 // How a trunk tensor is stored, by role: the one rule `waste convert` and `waste synth` share,
 // and the one the planner sums for a preset (docs/FORMAT.md). Vectors are always f32 (norms are
-// sensitive and small). Routers are f32 unless chosen bf16 (--router): they are 2.36 GB of f32 in
-// K3 (896 experts x 7168 x 92 layers), and a routing decision only needs their ranking right
-// (docs/MEASUREMENTS.md has the measured top-k agreement). A quantized trunk (q4g or q8g
+// sensitive and small). Routers are f32 unless chosen bf16 or q8g (--router): they are 2.36 GB of
+// f32 in K3 (896 experts x 7168 x 92 layers), and a routing decision only needs their ranking
+// right (docs/MEASUREMENTS.md has the measured top-k agreement of each). A quantized trunk (q4g or q8g
 // matrices) keeps the embedding at q8g and the output head at q8g unless the head is chosen
 // apart (--head): the head is the largest matrix every decoded token reads in full (vocab x
 // hidden), so its bytes are a decode cost of their own, while its error shows directly in the
@@ -47,7 +47,7 @@ struct TrunkStorage {
   TensorFormat matrices = TensorFormat::Q4G;  // --trunk
   std::optional<TensorFormat> head;           // --head; nullopt: q8g for a quantized trunk, else as the matrices
   uint32_t group = kTrunkGroup;               // --trunk-group: the matrices' q4g/q8g group
-  TensorFormat router = TensorFormat::F32;    // --router: f32 or bf16
+  TensorFormat router = TensorFormat::F32;    // --router: f32, bf16 or q8g (group kTrunkGroup)
 };
 
 // A tensor's stored format and, for q4g/q8g, its group (0 otherwise).
@@ -76,7 +76,7 @@ std::string trunk_storage_text(const TrunkStorage& storage);
 TensorFormat head_format_from_name(const std::string& name);
 // --trunk-group's value: 32 times a power of two up to kMaxTrunkGroup; else an Error naming it.
 uint32_t trunk_group_from_text(const std::string& text);
-// --router's value: f32 or bf16; anything else is an Error naming --router.
+// --router's value: f32, bf16 or q8g; anything else is an Error naming --router.
 TensorFormat router_format_from_name(const std::string& name);
 
 }  // namespace waste

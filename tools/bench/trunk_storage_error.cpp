@@ -209,6 +209,8 @@ int main(int argc, char** argv) try {
       {"q4g-128 (q8g-32 head)", storage(TensorFormat::Q4G, 128, TensorFormat::F32)},
       {"q4g-32 + bf16 routers", storage(TensorFormat::Q4G, kTrunkGroup, TensorFormat::BF16)},
       {"q4g-128 + bf16 routers", storage(TensorFormat::Q4G, 128, TensorFormat::BF16)},
+      {"f32 + q8g routers", storage(TensorFormat::F32, kTrunkGroup, TensorFormat::Q8G)},
+      {"q4g-128 + q8g routers", storage(TensorFormat::Q4G, 128, TensorFormat::Q8G)},
   };
   std::printf("%s: %zu tokens decoded one at a time, %d MoE layers x top-%d of %d experts, vocab %d\n", dir.c_str(),
               ids.size(), c.n_moe_layers(), c.top_k, c.n_experts, c.vocab);

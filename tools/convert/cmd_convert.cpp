@@ -1,5 +1,5 @@
 // `waste convert HF_DIR --out MODEL.waste [--experts vq3r|f32|bf16] [--trunk q4g|q8g|bf16|f32]
-//  [--head FORMAT] [--trunk-group 32|128|...] [--router f32|bf16] [--vision q8g|bf16|f32|none] [--threads N]`
+//  [--head FORMAT] [--trunk-group 32|128|...] [--router f32|bf16|q8g] [--vision q8g|bf16|f32|none] [--threads N]`
 #include <cstdio>
 #include <memory>
 
@@ -35,8 +35,8 @@ void register_convert_command(CLI::App& app) {
                   "16 GiB (K3). The embedding and head keep 32; a matrix whose columns the group does not divide "
                   "takes 32");
   cmd->add_option("--router", *router,
-                  "MoE router matrices: f32 or bf16 (half the bytes; exact for a BF16 release; docs/MEASUREMENTS.md "
-                  "gives the routing agreement otherwise). Default f32, bf16 for a quantized trunk over 16 GiB (K3)");
+                  "MoE router matrices: f32, bf16 (half the bytes; exact for a BF16 release) or q8g (a quarter plus "
+                  "scales; docs/MEASUREMENTS.md gives the routing agreement of each). Default f32, bf16 for a quantized trunk over 16 GiB (K3)");
   cmd->add_option("--vision", *vision,
                   "K3 vision tower and projector: q8g (default; int8, f16 scale per 32 inputs, 28 for the "
                   "588-wide patch embedding), bf16, f32 (lossless for a BF16 release) or none (drop the tower). "

@@ -37,7 +37,7 @@ void register_synth_command(CLI::App& app) {
                   "Inputs per f16 scale of the q4g/q8g trunk matrices: 32, 64, 128, 256, 512 or 1024 (as waste "
                   "convert --trunk-group: default 32, 128 for a trunk over 16 GiB)");
   cmd->add_option("--router", *router,
-                  "MoE router matrices: f32 or bf16 (as waste convert --router: default f32, bf16 for a quantized "
+                  "MoE router matrices: f32, bf16 or q8g (as waste convert --router: default f32, bf16 for a quantized "
                   "trunk over 16 GiB)");
   cmd->add_option("--vision", *vision,
                   "K3 presets' vision tower: q8g (default), bf16, f32 or none (as waste convert --vision; norms "

@@ -193,7 +193,7 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--trunk", o->trunk, "a preset's trunk matrices as waste convert --trunk (q4g default)");
   cmd->add_option("--head", o->head, "a preset's output head as waste convert --head");
   cmd->add_option("--trunk-group", o->trunk_group, "a preset's q4g/q8g matrix group as waste convert --trunk-group");
-  cmd->add_option("--router", o->router, "a preset's routers as waste convert --router (f32 or bf16)");
+  cmd->add_option("--router", o->router, "a preset's routers as waste convert --router (f32, bf16 or q8g)");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { run_plan(*o); });
 }

@@ -450,7 +450,14 @@ TEST_CASE("--trunk-group and --router: the matrices' group, its fallbacks, bf16 
     CHECK_THROWS_WITH_AS(trunk_group_from_text(bad), doctest::Contains("--trunk-group must be one of 32, 64"), Error);
   CHECK(router_format_from_name("bf16") == TensorFormat::BF16);
   CHECK(router_format_from_name("f32") == TensorFormat::F32);
-  CHECK_THROWS_WITH_AS(router_format_from_name("q8g"), doctest::Contains("--router must be f32 or bf16"), Error);
+  CHECK(router_format_from_name("q8g") == TensorFormat::Q8G);
+  CHECK_THROWS_WITH_AS(router_format_from_name("q4g"), doctest::Contains("--router must be f32, bf16 or q8g"), Error);
+  // q8g routers keep the default group whatever the matrices' group.
+  const TrunkStorage q8_router{TensorFormat::Q4G, std::nullopt, 128, TensorFormat::Q8G};
+  CHECK(trunk_storage(TensorRole::Router, {7, 7168}, q8_router).format == TensorFormat::Q8G);
+  CHECK_EQ(trunk_storage(TensorRole::Router, {7, 7168}, q8_router).group, 32u);
+  CHECK(trunk_storage(TensorRole::Router, {7, 100}, q8_router).format == TensorFormat::BF16);
+  CHECK(trunk_storage_text(q8_router) == "q4g-128 matrices, q8g-32 head, q8g-32 routers, f32 vectors");
   try {
     trunk_group_from_text("7");
   } catch (const Error& e) {
