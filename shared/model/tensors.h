@@ -18,7 +18,7 @@ enum class TensorRole {
   Embedding,  // [vocab, hidden], stays on disk, one row read per token
   Head,       // lm_head [vocab, hidden]
   Matrix,     // attention, dense/shared MLP, latent projections
-  Router,     // MoE gate [experts, hidden]: f32, routing decisions are sensitive
+  Router,     // MoE gate [experts, hidden]: f32, bf16 for a large trunk (shared/model/trunk_storage.h)
   Vector,     // norms, biases, A_log, dt_bias, conv weights, AttnRes vectors: f32
 };
 

@@ -96,7 +96,7 @@ uint64_t vision_runtime_bytes(const VisionConfig& v, uint64_t patches = kDefault
 struct PlanRequest {
   ModelConfig config;
   uint64_t trunk_bytes = 0;     // resident trunk (embedding excluded)
-  std::string trunk_source;     // "manifest" or "estimate (4.0-bit matrices, 8-bit head)"
+  std::string trunk_source;     // "manifest" or "as stored: <the storage rule's formats>" (a preset)
   uint64_t record_stride = 0;   // bytes of one expert record (slot size)
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default --ctx
   uint32_t sessions = 1;
