@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -52,6 +53,24 @@ std::vector<float> realistic_activations(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// A random matrix of shape s: every path's int8 matmul of each token count in ns gives the
+// scalar implementation's bits (the count pooled_n split over the pool).
+void require_paths_equal_scalar(TensorFormat f, const Shape& s, std::initializer_list<int64_t> ns, int64_t pooled_n,
+                                std::mt19937& rng, ThreadPool& pool) {
+  StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
+  for (int64_t n : ns) {
+    std::vector<float> x = realistic_activations(n * s.cols, rng);
+    std::vector<float> ref(size_t(n * s.rows));
+    matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
+    for (KernelPath p : available_paths()) {
+      INFO(describe(p, f, s), " n ", n);
+      std::vector<float> y(ref.size(), -1.0f);
+      matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), n == pooled_n ? &pool : nullptr);
+      REQUIRE_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("int8: every path and token count gives the scalar implementation's bits") {
@@ -60,20 +79,9 @@ TEST_CASE("int8: every path and token count gives the scalar implementation's bi
   for (TensorFormat f : {TensorFormat::Q8G, TensorFormat::Q4G})
     for (const Shape& s : kShapes) {
       if (f == TensorFormat::Q4G && s.group % 2) continue;
-      StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
       // n: 1 (decode), 3 (an odd token pair: SMMLA pairs the last token with itself), 5 (a
       // full token tile and a single), 6 (a full tile and a pair), split over a pool.
-      for (int64_t n : {1, 3, 5, 6}) {
-        std::vector<float> x = realistic_activations(n * s.cols, rng);
-        std::vector<float> ref(size_t(n * s.rows));
-        matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
-        for (KernelPath p : available_paths()) {
-          INFO(describe(p, f, s), " n ", n);
-          std::vector<float> y(ref.size(), -1.0f);
-          matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), n == 6 ? &pool : nullptr);
-          REQUIRE_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0);
-        }
-      }
+      require_paths_equal_scalar(f, s, {1, 3, 5, 6}, 6, rng, pool);
     }
 }
 
@@ -88,20 +96,7 @@ TEST_CASE("int8: --trunk-group 128 on random shapes, odd row counts, gives the s
   std::vector<Shape> shapes = {{7, 7168, 128}, {1, 128, 128}, {3, 384, 128}};
   for (int i = 0; i < 12; ++i) shapes.push_back({2 * half_rows(rng) + 1, 128 * groups(rng), 128});
   for (TensorFormat f : {TensorFormat::Q4G, TensorFormat::Q8G})
-    for (const Shape& s : shapes) {
-      StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
-      for (int64_t n : {1, 2, 3, 5}) {
-        std::vector<float> x = realistic_activations(n * s.cols, rng);
-        std::vector<float> ref(size_t(n * s.rows));
-        matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
-        for (KernelPath p : available_paths()) {
-          INFO(describe(p, f, s), " n ", n);
-          std::vector<float> y(ref.size(), -1.0f);
-          matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), n == 5 ? &pool : nullptr);
-          REQUIRE_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0);
-        }
-      }
-    }
+    for (const Shape& s : shapes) require_paths_equal_scalar(f, s, {1, 2, 3, 5}, 5, rng, pool);
 }
 
 TEST_CASE("int8: exact where the activations are exact int8 values") {
