@@ -62,8 +62,8 @@ void write_trunk(ContainerWriter& w, const SynthOptions& o, const TrunkStorage& 
       std::vector<float> v(n);
       double router_std = 1.0 / std::sqrt(double(cols));
       for (auto& x : v) x = float(spec.role == TensorRole::Router ? router_std * rng.normal() : vector_value(spec.name, rng));
-      w.add_tensor(spec.name, spec.shape, v.data(), f);
-      progress.add(trunk_value_bytes(f, n));
+      w.add_tensor(spec.name, spec.shape, v.data(), f, st.group);
+      progress.add(stored_bytes(spec, storage));
       continue;
     }
     // Embedding rows have unit scale (like a real model's); matrices keep activations unit-scale.

@@ -19,6 +19,7 @@
 #include "shared/util/half.h"
 #include "tests/unit/hf/temp_dir.h"
 #include "tools/convert/convert.h"
+#include "tools/synth/synth.h"
 
 using namespace waste;
 using waste::test::fixture_dir;
@@ -484,4 +485,33 @@ TEST_CASE("--trunk-group and --router: the matrices' group, its fallbacks, bf16 
   }
   CHECK_GT(wide_matrices, 10);
   CHECK_EQ(routers, c.config().n_moe_layers());
+}
+
+TEST_CASE("waste synth stores its trunk by the same rule: --trunk-group 128, bf16 and q8g routers") {
+  for (TensorFormat router : {TensorFormat::BF16, TensorFormat::Q8G}) {
+    CAPTURE(format_name(router));
+    TempDir tmp;
+    SynthOptions o;
+    o.preset = "tiny-kimi-linear";
+    o.overrides.hidden = 256;  // a width 128 divides, so the wide group is used
+    o.out = tmp.str() + "/s.waste";
+    o.progress = false;
+    o.trunk_group = 128;
+    o.router = router;
+    synthesize(o);
+    Container c = Container::open(o.out);
+    const TrunkStorage want = trunk_storage_for(c.config(), TensorFormat::Q4G, std::nullopt, 128u, router);
+    int wide = 0, routers = 0;
+    for (const TensorSpec& s : trunk_tensor_specs(c.config())) {
+      CAPTURE(s.name);
+      const TensorInfo& t = c.tensor(s.name);
+      const StoredAs st = trunk_storage(s.role, s.shape, want);
+      CHECK(t.format == st.format);
+      CHECK_EQ(t.group, st.group);
+      wide += t.group == 128;
+      routers += s.role == TensorRole::Router && t.format == router;
+    }
+    CHECK_GT(wide, 4);
+    CHECK_EQ(routers, c.config().n_moe_layers());
+  }
 }
