@@ -424,6 +424,31 @@ TEST_CASE("--head stores the output head apart from the trunk; the default keeps
   CHECK_EQ(heads, 1);
 }
 
+namespace {
+
+// Every trunk tensor of c is stored as the rule says under `storage`, group included.
+struct StoredCounts {
+  int wide = 0;     // tensors at a group of 128
+  int routers = 0;  // routers in storage.router's format
+  int moe_layers = 0;
+};
+StoredCounts check_stored_by_rule(const Container& c, const TrunkStorage& storage) {
+  StoredCounts n;
+  n.moe_layers = c.config().n_moe_layers();
+  for (const TensorSpec& s : trunk_tensor_specs(c.config())) {
+    CAPTURE(s.name);
+    const TensorInfo& t = c.tensor(s.name);
+    const StoredAs want = trunk_storage(s.role, t.shape, storage);
+    CHECK(t.format == want.format);
+    CHECK_EQ(t.group, want.group);
+    n.wide += t.group == 128;
+    n.routers += s.role == TensorRole::Router && t.format == storage.router;
+  }
+  return n;
+}
+
+}  // namespace
+
 TEST_CASE("--trunk-group and --router: the matrices' group, its fallbacks, bf16 routers, refused values") {
   // The rule (shared/model/trunk_storage.h).
   TrunkStorage wide{TensorFormat::Q4G, std::nullopt, 128, TensorFormat::BF16};
@@ -466,25 +491,26 @@ TEST_CASE("--trunk-group and --router: the matrices' group, its fallbacks, bf16 
   }
 
   // A converted fixture: every stored tensor is what the rule says, the group included, and the
-  // bf16 routers are the f32 ones rounded.
+  // bf16 routers hold the release's values exactly.
   TempDir tmp;
   ConvertOptions o = options("kimi-linear", tmp.str() + "/m.waste", TensorFormat::F32, TrunkChoice::Q4G);
   o.trunk_group = 128;
   o.router = TensorFormat::BF16;
   convert_checkpoint(o);
   Container c = Container::open(o.out);
-  int wide_matrices = 0, routers = 0;
+  const StoredCounts n = check_stored_by_rule(c, wide);
+  CHECK_GT(n.wide, 10);
+  CHECK_EQ(n.routers, n.moe_layers);
+  // The release's routers are BF16, so bf16 storage gives back exactly its values.
+  Checkpoint ck = Checkpoint::open(fixture_dir("kimi-linear"));
   for (const TensorSpec& s : trunk_tensor_specs(c.config())) {
+    if (s.role != TensorRole::Router) continue;
     CAPTURE(s.name);
-    const TensorInfo& t = c.tensor(s.name);
-    const StoredAs want = trunk_storage(s.role, t.shape, wide);
-    CHECK(t.format == want.format);
-    CHECK_EQ(t.group, want.group);
-    wide_matrices += t.group == 128;
-    routers += s.role == TensorRole::Router && t.format == TensorFormat::BF16;
+    const std::vector<float> want = checkpoint_values(ck, s.name);
+    const uint64_t rows = c.tensor(s.name).rows();
+    const std::vector<float> got = trunk_row(c, s.name, rows - 1);
+    CHECK(std::memcmp(got.data(), want.data() + (rows - 1) * got.size(), got.size() * 4) == 0);
   }
-  CHECK_GT(wide_matrices, 10);
-  CHECK_EQ(routers, c.config().n_moe_layers());
 }
 
 TEST_CASE("waste synth stores its trunk by the same rule: --trunk-group 128, bf16 and q8g routers") {
@@ -500,18 +526,9 @@ TEST_CASE("waste synth stores its trunk by the same rule: --trunk-group 128, bf1
     o.router = router;
     synthesize(o);
     Container c = Container::open(o.out);
-    const TrunkStorage want = trunk_storage_for(c.config(), TensorFormat::Q4G, std::nullopt, 128u, router);
-    int wide = 0, routers = 0;
-    for (const TensorSpec& s : trunk_tensor_specs(c.config())) {
-      CAPTURE(s.name);
-      const TensorInfo& t = c.tensor(s.name);
-      const StoredAs st = trunk_storage(s.role, s.shape, want);
-      CHECK(t.format == st.format);
-      CHECK_EQ(t.group, st.group);
-      wide += t.group == 128;
-      routers += s.role == TensorRole::Router && t.format == router;
-    }
-    CHECK_GT(wide, 4);
-    CHECK_EQ(routers, c.config().n_moe_layers());
+    const StoredCounts n =
+        check_stored_by_rule(c, trunk_storage_for(c.config(), TensorFormat::Q4G, std::nullopt, 128u, router));
+    CHECK_GT(n.wide, 4);
+    CHECK_EQ(n.routers, n.moe_layers);
   }
 }
