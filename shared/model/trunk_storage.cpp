@@ -70,6 +70,22 @@ std::string trunk_storage_text(const TrunkStorage& s) {
          named(s.router, kTrunkGroup) + " routers, f32 vectors";
 }
 
+std::string trunk_group_help() {
+  std::string values;
+  for (uint32_t v = kTrunkGroup; v <= kMaxTrunkGroup; v *= 2) values += (values.empty() ? "" : ", ") + std::to_string(v);
+  return "Inputs per f16 scale of the q4g/q8g trunk matrices: " + values + ". Default " + std::to_string(kTrunkGroup) +
+         ", " + std::to_string(kLargeTrunkGroup) + " for a quantized trunk over " + std::to_string(kLargeTrunkBytes >> 30) +
+         " GiB (K3; 3/8 bit a weight less, at the logit error docs/MEASUREMENTS.md gives). The embedding and head keep " +
+         std::to_string(kTrunkGroup) + "; a matrix whose columns the group does not divide takes " +
+         std::to_string(kTrunkGroup) + ", else bf16";
+}
+
+std::string router_help() {
+  return "MoE router matrices: f32, bf16 (half the bytes; exact for a BF16 release) or q8g (group " +
+         std::to_string(kTrunkGroup) + "; lossy, docs/MEASUREMENTS.md gives the routing agreement). Default f32, "
+         "bf16 for a quantized trunk over " + std::to_string(kLargeTrunkBytes >> 30) + " GiB (K3)";
+}
+
 TensorFormat head_format_from_name(const std::string& name) {
   if (name == "q8g") return TensorFormat::Q8G;
   if (name == "q4g") return TensorFormat::Q4G;

@@ -1,10 +1,10 @@
 // How a trunk tensor is stored, by role: the one rule `waste convert` and `waste synth` share,
 // and the one the planner sums for a preset (docs/FORMAT.md). Vectors are always f32 (norms are
-// sensitive and small). Routers are f32 unless chosen bf16 or q8g (--router): they are 2.36 GB of
-// f32 in K3 (896 experts x 7168 x 92 layers), and a routing decision only needs their ranking
-// right (docs/MEASUREMENTS.md has the measured top-k agreement of each). A quantized trunk (q4g or q8g
-// matrices) keeps the embedding at q8g and the output head at q8g unless the head is chosen
-// apart (--head): the head is the largest matrix every decoded token reads in full (vocab x
+// sensitive and small). Routers are f32 unless chosen bf16 or q8g (--router): they are 2.36 GB
+// of f32 in K3 (896 experts x 7168 x 92 layers), and a routing decision only needs their
+// ranking right (docs/MEASUREMENTS.md has the measured top-k agreement of each). A quantized
+// trunk (q4g or q8g matrices) keeps the embedding at q8g and the output head at q8g unless the
+// head is chosen apart (--head): the head is the largest matrix every decoded token reads in full (vocab x
 // hidden), so its bytes are a decode cost of their own, while its error shows directly in the
 // logits (docs/MEASUREMENTS.md has both for q4g).
 //
@@ -35,7 +35,7 @@ constexpr uint32_t kTrunkGroup = 32;
 constexpr uint32_t kMaxTrunkGroup = 1024;
 
 // A quantized trunk over kLargeTrunkBytes at the small-model defaults (q4g-32, f32 routers) is
-// "large" (K3: 31.60 GiB; K2 ~7, Kimi-Linear ~1.2): there every GiB of trunk is a GiB the expert
+// "large" (K3: 31.60 GiB; K2 6.60, Kimi-Linear 1.09): there every GiB of trunk is a GiB the expert
 // cache of a 64 GB machine does not get, so by default its matrices take kLargeTrunkGroup and its
 // routers bf16. Measured (docs/MEASUREMENTS.md 2026-12-05): bf16 routers are exact on every BF16
 // release (their routers are bf16 values) and move the logits of an f32-drawn K3-shaped model by
@@ -71,6 +71,10 @@ TrunkStorage trunk_storage_for(const ModelConfig& c, TensorFormat matrices, std:
 uint64_t trunk_resident_bytes(const ModelConfig& c, const TrunkStorage& storage);
 // "q4g-128 matrices, q8g-32 head, bf16 routers, f32 vectors": what trunk_resident_bytes counted.
 std::string trunk_storage_text(const TrunkStorage& storage);
+
+// The help text of --trunk-group and --router (convert, synth and plan say the same).
+std::string trunk_group_help();
+std::string router_help();
 
 // --head's value: q8g, q4g, bf16 or f32; anything else is an Error naming --head.
 TensorFormat head_format_from_name(const std::string& name);

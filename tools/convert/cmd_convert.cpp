@@ -29,14 +29,8 @@ void register_convert_command(CLI::App& app) {
   cmd->add_option("--head", *head,
                   "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g (half "
                   "the bytes every decoded token reads, at a logit error docs/MEASUREMENTS.md gives), bf16 or f32");
-  cmd->add_option("--trunk-group", *group,
-                  "Inputs per f16 scale of the q4g/q8g trunk matrices: 32, 64, 128 (0.375 bit per weight less than "
-                  "32, at the error docs/MEASUREMENTS.md gives), 256, 512 or 1024. Default 32, 128 for a trunk over "
-                  "16 GiB (K3). The embedding and head keep 32; a matrix whose columns the group does not divide "
-                  "takes 32");
-  cmd->add_option("--router", *router,
-                  "MoE router matrices: f32, bf16 (half the bytes; exact for a BF16 release) or q8g (a quarter plus "
-                  "scales; docs/MEASUREMENTS.md gives the routing agreement of each). Default f32, bf16 for a quantized trunk over 16 GiB (K3)");
+  cmd->add_option("--trunk-group", *group, trunk_group_help());
+  cmd->add_option("--router", *router, router_help());
   cmd->add_option("--vision", *vision,
                   "K3 vision tower and projector: q8g (default; int8, f16 scale per 32 inputs, 28 for the "
                   "588-wide patch embedding), bf16, f32 (lossless for a BF16 release) or none (drop the tower). "

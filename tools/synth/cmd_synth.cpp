@@ -33,12 +33,8 @@ void register_synth_command(CLI::App& app) {
   cmd->add_option("--head", *head,
                   "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g, bf16 "
                   "or f32 (as waste convert --head)");
-  cmd->add_option("--trunk-group", *group,
-                  "Inputs per f16 scale of the q4g/q8g trunk matrices: 32, 64, 128, 256, 512 or 1024 (as waste "
-                  "convert --trunk-group: default 32, 128 for a trunk over 16 GiB)");
-  cmd->add_option("--router", *router,
-                  "MoE router matrices: f32, bf16 or q8g (as waste convert --router: default f32, bf16 for a quantized "
-                  "trunk over 16 GiB)");
+  cmd->add_option("--trunk-group", *group, trunk_group_help() + " (as waste convert --trunk-group)");
+  cmd->add_option("--router", *router, router_help() + " (as waste convert --router)");
   cmd->add_option("--vision", *vision,
                   "K3 presets' vision tower: q8g (default), bf16, f32 or none (as waste convert --vision; norms "
                   "and the position grid always f32)");
