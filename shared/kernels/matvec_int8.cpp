@@ -49,44 +49,41 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group
   out.unit = group % 32 == 0 ? 32 : group;
   out.units = cols / out.unit;
   out.padded_units = (out.units + kLanes - 1) / kLanes * kLanes;
-  const int64_t groups = cols / group;
   out.q.assign(size_t(n * cols), 0);
-  out.group_scale.assign(size_t(n * groups), 0.0f);
   out.unit_scale.assign(size_t(n * out.padded_units), 0.0f);
   out.unit_sum.assign(size_t(n * out.padded_units), 0);
   std::vector<int8_t>& natural = out.natural;
   natural.resize(static_cast<size_t>(cols));
   for (int64_t t = 0; t < n; ++t) {
     const float* xt = x + t * cols;
-    float* gs = out.group_scale.data() + t * groups;
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* xg = xt + g * group;
-      float amax = 0;
-      bool finite = true;
-      for (int64_t i = 0; i < group; ++i) {
-        finite = finite && std::isfinite(xg[i]);
-        amax = std::max(amax, std::fabs(xg[i]));
-      }
-      int8_t* qg = natural.data() + g * group;
-      if (!finite || amax == 0) {
-        gs[g] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-        std::memset(qg, 0, size_t(group));
-        continue;
-      }
-      gs[g] = amax / 127.0f;
-      const float inv = 127.0f / amax;
-      for (int64_t i = 0; i < group; ++i) {
-        const float q = std::nearbyint(xg[i] * inv);  // round half to even (default mode)
-        qg[i] = int8_t(std::min(127.0f, std::max(-127.0f, q)));
-      }
-    }
     float* us = out.unit_scale.data() + t * out.padded_units;
     int32_t* usum = out.unit_sum.data() + t * out.padded_units;
+    // One scale per unit, not per weight group: a wide weight group (--trunk-group 128) would
+    // otherwise put an outlier channel's scale on 127 other inputs (measured: 3-31% error on
+    // activations with 1% outliers x20, against 1-2% per 32).
     for (int64_t k = 0; k < out.units; ++k) {
-      us[k] = gs[k * out.unit / group];
-      int32_t s = 0;
-      for (int64_t i = 0; i < out.unit; ++i) s += natural[size_t(k * out.unit + i)];
-      usum[k] = s;
+      const float* xk = xt + k * out.unit;
+      float amax = 0;
+      bool finite = true;
+      for (int64_t i = 0; i < out.unit; ++i) {
+        finite = finite && std::isfinite(xk[i]);
+        amax = std::max(amax, std::fabs(xk[i]));
+      }
+      int8_t* qk = natural.data() + k * out.unit;
+      if (!finite || amax == 0) {
+        us[k] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+        std::memset(qk, 0, size_t(out.unit));
+        continue;
+      }
+      us[k] = amax / 127.0f;
+      const float inv = 127.0f / amax;
+      int32_t sum = 0;
+      for (int64_t i = 0; i < out.unit; ++i) {
+        const float q = std::nearbyint(xk[i] * inv);  // round half to even (default mode)
+        qk[i] = int8_t(std::min(127.0f, std::max(-127.0f, q)));
+        sum += qk[i];
+      }
+      usum[k] = sum;
     }
     int8_t* qt = out.q.data() + t * cols;
     if (layout == Int8Layout::Natural) {
@@ -139,13 +136,13 @@ void matmul_int8_scalar(const MatrixView& w, const float* x, int64_t n, float* y
       for (int64_t g = 0; g < groups; ++g) wscale[size_t(g)] = f16_to_f32(w.scales[r * groups + g]);
       for (int64_t t = 0; t < n; ++t) {
         const int8_t* q = act.q.data() + t * w.cols;
-        const float* xs = act.group_scale.data() + t * groups;
+        const float* xs = act.unit_scale.data() + t * act.padded_units;
         float a[kLanes] = {};
         for (int64_t k = 0; k < act.units; ++k) {
           int32_t s = 0;
           for (int64_t c = k * act.unit; c < (k + 1) * act.unit; ++c) s += int32_t(row[size_t(c)]) * q[c];
           const int64_t g = k * act.unit / w.group;
-          a[k % kLanes] = std::fma(float(s), wscale[size_t(g)] * xs[g], a[k % kLanes]);
+          a[k % kLanes] = std::fma(float(s), wscale[size_t(g)] * xs[k], a[k % kLanes]);
         }
         y[t * w.rows + r] = int8_lane_tree(a);
       }

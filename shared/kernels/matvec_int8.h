@@ -5,13 +5,15 @@
 // accumulated in f32. Weights stream at memory speed because nothing is widened to f32.
 //
 // The result is defined exactly (every path computes the same bits):
-//  - activation group g of token t (group = the weight group): amax = max |x|; if amax is 0,
-//    xs = 0 and q = 0; if the group holds a non-finite value, xs = NaN and q = 0 (the output
-//    is NaN); else xs = amax / 127, q_i = nearbyint(x_i * (127 / amax)) clamped to +-127.
-//  - a "unit" is 32 columns when group % 32 == 0, else one group. usum_k = sum over unit k of
-//    w_i * q_i (exact integers; w = the int8 value, or the nibble - 8 for Q4G).
+//  - a "unit" is 32 columns when the weight group is a multiple of 32, else one group.
+//  - activations are quantized per unit k of token t (so a weight group of 128 still gets an
+//    activation scale per 32 inputs): amax = max |x|; if amax is 0, xs = 0 and q = 0; if the
+//    unit holds a non-finite value, xs = NaN and q = 0 (the output is NaN); else
+//    xs = amax / 127, q_i = nearbyint(x_i * (127 / amax)) clamped to +-127.
+//  - usum_k = sum over unit k of w_i * q_i (exact integers; w = the int8 value, or the
+//    nibble - 8 for Q4G).
 //  - 16 f32 lane accumulators a[0..15] = +0; for units k in order,
-//    a[k % 16] = fma(float(usum_k), float(f16 scale of k's group) * xs(k's group), a[k % 16]).
+//    a[k % 16] = fma(float(usum_k), float(f16 scale of k's group) * xs_k, a[k % 16]).
 //  - y = ((a[i] + a[i+8]) then + [i+4], then + [i+2], then + [i+1]): a fixed pairwise tree.
 // The SIMD paths hold the 16 lanes in one zmm, two ymm or four NEON q registers and reduce
 // the integer sums of 16 units at a time, so scalar, AVX2, AVX-512 and the NEON paths (plain,
@@ -45,8 +47,7 @@ struct Int8Activations {
   int64_t n = 0, cols = 0, group = 0, unit = 0;
   int64_t units = 0, padded_units = 0;  // per token
   std::vector<int8_t> q;                // [n][cols] in `layout`
-  std::vector<float> group_scale;       // [n][cols / group]: xs
-  std::vector<float> unit_scale;        // [n][padded_units]: xs of the unit's group (0 in padding)
+  std::vector<float> unit_scale;        // [n][padded_units]: xs of the unit (0 in padding)
   std::vector<int32_t> unit_sum;        // [n][padded_units]: sum of the unit's q (0 in padding)
   std::vector<int8_t> natural;          // scratch: one token's q in natural order
 };

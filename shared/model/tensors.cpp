@@ -151,22 +151,6 @@ ExpertNames expert_tensor_names(const ModelConfig& c, int layer, int expert) {
   return {m + "w1", m + "w3", m + "w2"};
 }
 
-uint64_t estimate_trunk_resident_bytes(const ModelConfig& c, double matrix_bits_per_weight,
-                                       double head_bits_per_weight) {
-  double bytes = 0;
-  for (const TensorSpec& t : trunk_tensor_specs(c)) {
-    double n = double(t.elements());
-    switch (t.role) {
-      case TensorRole::Embedding: break;  // on disk
-      case TensorRole::Head: bytes += n * head_bits_per_weight / 8; break;
-      case TensorRole::Matrix: bytes += n * matrix_bits_per_weight / 8; break;
-      case TensorRole::Router:
-      case TensorRole::Vector: bytes += n * 4; break;
-    }
-  }
-  return uint64_t(bytes);
-}
-
 std::string shape_text(const std::vector<uint64_t>& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);

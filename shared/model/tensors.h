@@ -18,7 +18,7 @@ enum class TensorRole {
   Embedding,  // [vocab, hidden], stays on disk, one row read per token
   Head,       // lm_head [vocab, hidden]
   Matrix,     // attention, dense/shared MLP, latent projections
-  Router,     // MoE gate [experts, hidden]: f32, routing decisions are sensitive
+  Router,     // MoE gate [experts, hidden]: f32, bf16 for a large trunk (shared/model/trunk_storage.h)
   Vector,     // norms, biases, A_log, dt_bias, conv weights, AttnRes vectors: f32
 };
 
@@ -55,9 +55,5 @@ struct ExpertNames {
   std::string gate, up, down;
 };
 ExpertNames expert_tensor_names(const ModelConfig& c, int layer, int expert);
-
-// Bytes of the trunk resident in RAM with the default formats (matrices `matrix_bits`
-// per weight incl. scales, router/vectors f32, embedding excluded since it stays on disk).
-uint64_t estimate_trunk_resident_bytes(const ModelConfig& c, double matrix_bits_per_weight, double head_bits_per_weight);
 
 }  // namespace waste

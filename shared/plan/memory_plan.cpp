@@ -133,7 +133,8 @@ MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
   p.vision_activations = r.vision_activation_bytes;
   p.vision = p.vision_weights + p.vision_activations;
   p.vision_source = r.vision_source;
-  p.floor = p.trunk + p.session_state + p.scratch + p.experts_in_flight + p.prompt_cache + p.vision;
+  p.comparable_floor = p.trunk + p.session_state + p.scratch + p.experts_in_flight;
+  p.floor = p.comparable_floor + p.prompt_cache + p.vision;
   p.working_set_records = uint64_t(c.n_moe_layers()) * uint64_t(c.top_k);
   p.working_set_bytes = p.working_set_records * r.record_stride;
 

@@ -108,7 +108,7 @@ uint64_t vision_runtime_bytes(const VisionConfig& v, uint64_t patches = kDefault
 struct PlanRequest {
   ModelConfig config;
   uint64_t trunk_bytes = 0;     // resident trunk (embedding excluded)
-  std::string trunk_source;     // "manifest" or "estimate (4.0-bit matrices, 8-bit head)"
+  std::string trunk_source;     // "manifest" or "as stored: <the storage rule's formats>" (a preset)
   uint64_t record_stride = 0;   // bytes of one expert record (slot size)
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default --ctx
   uint32_t sessions = 1;
@@ -122,6 +122,10 @@ struct PlanRequest {
 
 struct MemoryPlan {
   uint64_t trunk = 0, session_state = 0, scratch = 0, experts_in_flight = 0, prompt_cache = 0, floor = 0;
+  // The floor without the prompt cache and the vision line: trunk + session state + scratch +
+  // experts in flight, what an engine with neither (the original C engine's floor: resident
+  // trunk, state, scratch, its minimum expert cache) holds, so the two compare line for line.
+  uint64_t comparable_floor = 0;
   uint64_t vision = 0;  // vision_weights + vision_activations, part of the floor (0: no tower)
   uint64_t vision_weights = 0, vision_activations = 0;
   std::string vision_source;

@@ -1,5 +1,5 @@
 // `waste convert HF_DIR --out MODEL.waste [--experts vq3r|f32|bf16] [--trunk q4g|q8g|bf16|f32]
-//  [--vision q8g|bf16|f32|none] [--threads N]`
+//  [--head FORMAT] [--trunk-group 32|128|...] [--router f32|bf16|q8g] [--vision q8g|bf16|f32|none] [--threads N]`
 #include <cstdio>
 #include <memory>
 
@@ -18,6 +18,8 @@ void register_convert_command(CLI::App& app) {
   auto trunk = std::make_shared<std::string>("q4g");
   auto vision = std::make_shared<std::string>("q8g");
   auto head = std::make_shared<std::string>();
+  auto group = std::make_shared<std::string>();
+  auto router = std::make_shared<std::string>();
   auto effort = std::make_shared<std::string>("greedy");
   cmd->add_option("hf_dir", o->hf_dir, "Release directory (config.json + *.safetensors)")->required();
   cmd->add_option("--out", o->out, "Container directory to write (e.g. model.waste)")->required();
@@ -27,6 +29,8 @@ void register_convert_command(CLI::App& app) {
   cmd->add_option("--head", *head,
                   "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g (half "
                   "the bytes every decoded token reads, at a logit error docs/MEASUREMENTS.md gives), bf16 or f32");
+  cmd->add_option("--trunk-group", *group, trunk_group_help());
+  cmd->add_option("--router", *router, router_help());
   cmd->add_option("--vision", *vision,
                   "K3 vision tower and projector: q8g (default; int8, f16 scale per 32 inputs, 28 for the "
                   "588-wide patch embedding), bf16, f32 (lossless for a BF16 release) or none (drop the tower). "
@@ -37,10 +41,12 @@ void register_convert_command(CLI::App& app) {
   cmd->add_option("--rvq-effort", *effort, "VQ3R encoding: greedy (default) or beam (slower, lower error)");
   cmd->add_option("--train-experts", o->train_sample_experts, "Experts per layer sampled to train codebooks (16)");
   cmd->add_flag("!--no-progress", o->progress, "No progress bar");
-  cmd->callback([o, experts, trunk, head, vision, effort] {
+  cmd->callback([o, experts, trunk, head, group, router, vision, effort] {
     o->expert_format = format_from_name(*experts);
     o->trunk = trunk_choice_from_name(*trunk);
     if (!head->empty()) o->head = head_format_from_name(*head);
+    if (!group->empty()) o->trunk_group = trunk_group_from_text(*group);
+    if (!router->empty()) o->router = router_format_from_name(*router);
     o->vision = vision_choice_from_name(*vision);
     if (*effort == "beam") o->rvq.effort = RvqEffort::Beam;
     else require(*effort == "greedy", "--rvq-effort must be greedy or beam, not '" + *effort + "'");

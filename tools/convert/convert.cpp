@@ -43,10 +43,19 @@ uint64_t checkpoint_identity(const Checkpoint& ck) {
   return checksum64(text.data(), text.size());
 }
 
+TrunkStorage trunk_storage_of(const ConvertOptions& o, const Checkpoint& ck) {
+  return trunk_storage_for(ck.config(), trunk_choice_format(o.trunk), o.head, o.trunk_group, o.router);
+}
+
 std::string options_fingerprint(const ConvertOptions& o, const Checkpoint& ck) {
   const RvqOptions& r = o.rvq;
+  const TrunkStorage t = trunk_storage_of(o, ck);
   return std::string("waste convert --experts ") + format_name(o.expert_format) + " --trunk " +
-         trunk_choice_name(o.trunk) + (o.head ? std::string(" --head ") + format_name(*o.head) : std::string()) + " --vision " + vision_choice_name(o.vision) + " rvq effort=" +
+         trunk_choice_name(o.trunk) + (o.head ? std::string(" --head ") + format_name(*o.head) : std::string()) +
+         // Only what differs from the defaults, so the progress of runs made before these
+         // options existed still resumes.
+         (t.group != kTrunkGroup ? " --trunk-group " + std::to_string(t.group) : std::string()) +
+         (t.router != TensorFormat::F32 ? std::string(" --router ") + format_name(t.router) : std::string()) + " --vision " + vision_choice_name(o.vision) + " rvq effort=" +
          std::to_string(int(r.effort)) + " beam=" + std::to_string(r.beam_width) + " refine=" + std::to_string(r.refine_passes) + " kmeans=" +
          std::to_string(r.kmeans_iters) + " train_refine=" + std::to_string(r.train_refine_passes) + " train_vectors=" +
          std::to_string(r.max_train_vectors) + " seed=" + std::to_string(r.seed) + " scale=" +
@@ -186,7 +195,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& o) {
   Checkpoint ck = Checkpoint::open(o.hf_dir);
   const ModelConfig& c = ck.config();
   // Check everything before writing anything.
-  std::vector<TrunkItem> plan = plan_trunk(ck, o.trunk, o.head);
+  std::vector<TrunkItem> plan = plan_trunk(ck, trunk_storage_of(o, ck));
   const VisionPlan vision = plan_vision(ck, o.vision);
   // The tower follows the text model in trunk.bin, so the text tensors sit where they would
   // without it.

@@ -20,6 +20,9 @@ struct ConvertOptions {
   TensorFormat expert_format = TensorFormat::VQ3R;  // vq3r, f32 or bf16
   TrunkChoice trunk = TrunkChoice::Q4G;
   std::optional<TensorFormat> head;  // --head; nullopt: q8g with a quantized trunk (trunk_storage.h)
+  // --trunk-group, --router; nullopt: the model's default (trunk_storage_for).
+  std::optional<uint32_t> trunk_group;
+  std::optional<TensorFormat> router;
   VisionChoice vision = VisionChoice::Q8G;  // K3's vision tower and projector (vision_plan.h)
   unsigned threads = 0;  // 0: ThreadPool::global()
   bool progress = true;

@@ -23,7 +23,7 @@ TrunkChoice trunk_choice_from_name(const std::string& name) {
   if (name == "q8g") return TrunkChoice::Q8G;
   if (name == "bf16") return TrunkChoice::BF16;
   if (name == "f32") return TrunkChoice::F32;
-  throw Error("--trunk must be q4g, q8g, bf16 or f32, not '" + name + "'");
+  throw Error("--trunk must be q4g, q8g, bf16 or f32, not '" + name + "'", ErrorKind::InvalidRequest, "--trunk");
 }
 
 const char* trunk_choice_name(TrunkChoice t) {
@@ -36,25 +36,17 @@ const char* trunk_choice_name(TrunkChoice t) {
   return "?";
 }
 
-TensorFormat trunk_format_for(TensorRole role, const std::vector<uint64_t>& shape, TrunkChoice choice,
-                              std::optional<TensorFormat> head) {
-  TrunkStorage storage;
+TensorFormat trunk_choice_format(TrunkChoice choice) {
   switch (choice) {
-    case TrunkChoice::Q4G: storage.matrices = TensorFormat::Q4G; break;
-    case TrunkChoice::Q8G: storage.matrices = TensorFormat::Q8G; break;
-    case TrunkChoice::BF16: storage.matrices = TensorFormat::BF16; break;
-    case TrunkChoice::F32: storage.matrices = TensorFormat::F32; break;
+    case TrunkChoice::Q4G: return TensorFormat::Q4G;
+    case TrunkChoice::Q8G: return TensorFormat::Q8G;
+    case TrunkChoice::BF16: return TensorFormat::BF16;
+    case TrunkChoice::F32: return TensorFormat::F32;
   }
-  storage.head = head;
-  uint64_t cols = 1;
-  for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
-  const TensorFormat f = trunk_storage_format(role, cols, storage);
-  // A one-dimensional "matrix" has no rows to group: bf16 like any shape the group does not fit.
-  if (shape.size() < 2 && (f == TensorFormat::Q4G || f == TensorFormat::Q8G)) return TensorFormat::BF16;
-  return f;
+  throw Error("unknown trunk choice");
 }
 
-std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice, std::optional<TensorFormat> head) {
+std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, const TrunkStorage& storage) {
   const ModelConfig& c = ck.config();
   std::vector<TrunkItem> out;
   for (const TensorSpec& spec : trunk_tensor_specs(c)) {
@@ -79,8 +71,9 @@ std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice, std:
     const bool ok = spec.padded ? (item.shape.size() == 1 && item.shape[0] >= spec.min_len) : item.shape == spec.shape;
     require(ok, ck.dir() + ": tensor '" + full + "' has shape " + shape_text(item.shape) + ", the config needs " +
                     shape_text(spec.shape));
-    item.format = trunk_format_for(spec.role, item.shape, choice, head);
-    item.group = (item.format == TensorFormat::Q4G || item.format == TensorFormat::Q8G) ? kTrunkGroup : 0;
+    const StoredAs stored = trunk_storage(spec.role, item.shape, storage);
+    item.format = stored.format;
+    item.group = stored.group;
     out.push_back(std::move(item));
   }
   return out;

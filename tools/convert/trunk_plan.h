@@ -28,15 +28,13 @@ struct TrunkItem {
   uint32_t group = 0;
 };
 
-// The format of a tensor with this role and shape under a trunk choice and an optional head
-// format (--head): shared/model/trunk_storage.h's rule.
-TensorFormat trunk_format_for(TensorRole role, const std::vector<uint64_t>& shape, TrunkChoice choice,
-                              std::optional<TensorFormat> head = std::nullopt);
+// The matrices' format of a --trunk choice (TrunkStorage::matrices).
+TensorFormat trunk_choice_format(TrunkChoice choice);
 
-// Every trunk tensor, in trunk_tensor_specs order. Throws Error naming the checkpoint
-// directory and tensor when one is missing or has the wrong shape.
-std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, TrunkChoice choice,
-                                  std::optional<TensorFormat> head = std::nullopt);
+// Every trunk tensor, in trunk_tensor_specs order, stored by shared/model/trunk_storage.h's
+// rule. Throws Error naming the checkpoint directory and tensor when one is missing or has
+// the wrong shape.
+std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, const TrunkStorage& storage);
 
 // Checks every routed expert's gate/up/down exists with shape [I, H], [I, H], [H, I]
 // (H = expert_hidden). Throws Error naming the first bad tensor.

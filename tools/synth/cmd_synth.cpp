@@ -4,6 +4,7 @@
 #include "shared/container/reader.h"
 #include "shared/util/progress.h"
 #include "shared/model/trunk_storage.h"
+#include "tools/convert/trunk_plan.h"
 #include "tools/synth/synth.h"
 #include "tools/waste/commands.h"
 
@@ -16,6 +17,8 @@ void register_synth_command(CLI::App& app) {
   auto trunk_format = std::make_shared<std::string>("q4g");
   auto vision = std::make_shared<std::string>("q8g");
   auto head = std::make_shared<std::string>();
+  auto group = std::make_shared<std::string>();
+  auto router = std::make_shared<std::string>();
   std::string presets;
   for (const auto& n : preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd->add_option("--preset", o->preset, "Model shape: " + presets)->required();
@@ -30,15 +33,19 @@ void register_synth_command(CLI::App& app) {
   cmd->add_option("--head", *head,
                   "Output head: q8g (the default with a quantized trunk; otherwise the trunk's format), q4g, bf16 "
                   "or f32 (as waste convert --head)");
+  cmd->add_option("--trunk-group", *group, trunk_group_help() + " (as waste convert --trunk-group)");
+  cmd->add_option("--router", *router, router_help() + " (as waste convert --router)");
   cmd->add_option("--vision", *vision,
                   "K3 presets' vision tower: q8g (default), bf16, f32 or none (as waste convert --vision; norms "
                   "and the position grid always f32)");
   cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");
   cmd->add_flag("!--no-progress", o->progress, "No progress bar");
-  cmd->callback([o, expert_format, trunk_format, head, vision] {
+  cmd->callback([o, expert_format, trunk_format, head, group, router, vision] {
     o->expert_format = format_from_name(*expert_format);
-    o->trunk_format = format_from_name(*trunk_format);
+    o->trunk_format = trunk_choice_format(trunk_choice_from_name(*trunk_format));
     if (!head->empty()) o->head = head_format_from_name(*head);
+    if (!group->empty()) o->trunk_group = trunk_group_from_text(*group);
+    if (!router->empty()) o->router = router_format_from_name(*router);
     o->vision = vision_choice_from_name(*vision);
     synthesize(*o);
     Container c = Container::open(o->out);

@@ -37,20 +37,15 @@ double vector_value(const std::string& name, Rng& rng) {
   return 0.02 * rng.normal();
 }
 
-constexpr uint32_t kGroup = kTrunkGroup;
-
-// How synth stores a trunk tensor: the converter's rule (shared/model/trunk_storage.h).
-TensorFormat stored_format(const TensorSpec& spec, const SynthOptions& o) {
-  return trunk_storage_format(spec.role, spec.elements() / spec.shape[0], TrunkStorage{o.trunk_format, o.head});
-}
-
-uint64_t stored_bytes(const TensorSpec& spec, const SynthOptions& o) {
+uint64_t stored_bytes(const TensorSpec& spec, const TrunkStorage& storage) {
   const uint64_t rows = spec.shape.size() == 1 ? 1 : spec.shape[0];
-  return trunk_tensor_bytes(stored_format(spec, o), rows, spec.elements() / rows, kGroup).total;
+  const StoredAs st = trunk_storage(spec.role, spec.shape, storage);
+  return trunk_tensor_bytes(st.format, rows, spec.elements() / rows, st.group).total;
 }
 
 // The text model's tensors, then (when `vision` is given) the vision tower's, in one trunk.
-void write_trunk(ContainerWriter& w, const SynthOptions& o, const VisionConfig* vision, Progress& progress) {
+void write_trunk(ContainerWriter& w, const SynthOptions& o, const TrunkStorage& storage, const VisionConfig* vision,
+                 Progress& progress) {
   const ModelConfig& c = w.config();
   Rng rng(o.seed, 1);
   w.begin_trunk();
@@ -58,20 +53,24 @@ void write_trunk(ContainerWriter& w, const SynthOptions& o, const VisionConfig* 
     const uint64_t n = spec.elements();
     const uint64_t rows = spec.shape[0];
     const uint64_t cols = n / rows;
-    const TensorFormat f = stored_format(spec, o);
-    if (f == TensorFormat::F32 && (spec.role == TensorRole::Vector || spec.role == TensorRole::Router)) {
+    // The converter's rule (shared/model/trunk_storage.h).
+    const StoredAs st = trunk_storage(spec.role, spec.shape, storage);
+    const TensorFormat f = st.format;
+    if (spec.role == TensorRole::Vector || spec.role == TensorRole::Router) {
+      // Drawn in f32 whatever the stored format, so a bf16 router is the f32 one rounded
+      // (same seed, same routing up to bf16's error).
       std::vector<float> v(n);
       double router_std = 1.0 / std::sqrt(double(cols));
       for (auto& x : v) x = float(spec.role == TensorRole::Router ? router_std * rng.normal() : vector_value(spec.name, rng));
-      w.add_tensor(spec.name, spec.shape, v.data(), TensorFormat::F32);
-      progress.add(n * 4);
+      w.add_tensor(spec.name, spec.shape, v.data(), f, st.group);
+      progress.add(stored_bytes(spec, storage));
       continue;
     }
     // Embedding rows have unit scale (like a real model's); matrices keep activations unit-scale.
     const double std_dev = spec.role == TensorRole::Embedding ? 1.0 : 1.0 / std::sqrt(double(cols));
     if (f == TensorFormat::Q4G || f == TensorFormat::Q8G) {
-      auto bytes = random_quantized(f, rows, cols, kGroup, std_dev, rng);
-      w.add_tensor_bytes(spec.name, spec.shape, f, kGroup, bytes.data(), bytes.size());
+      auto bytes = random_quantized(f, rows, cols, st.group, std_dev, rng);
+      w.add_tensor_bytes(spec.name, spec.shape, f, st.group, bytes.data(), bytes.size());
       progress.add(bytes.size());
     } else {
       std::vector<float> v(n);
@@ -148,13 +147,14 @@ void synthesize(const SynthOptions& o) {
   const auto moe_layers = c.moe_layers();
   RecordLayout layout = record_layout(o.expert_format, uint32_t(c.expert_hidden()), uint32_t(c.moe_intermediate));
   uint64_t trunk_total = 0;
-  for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, o);
+  const TrunkStorage storage = trunk_storage_for(c, o.trunk_format, o.head, o.trunk_group, o.router);
+  for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, storage);
   if (vision) trunk_total += synth_vision_bytes(*vision, o.vision);
   const uint64_t expert_total = uint64_t(moe_layers.size()) * uint64_t(c.n_experts) * layout.stride;
 
   if (!w.trunk_done()) {
     Progress p("trunk  ", trunk_total, "B", o.progress);
-    write_trunk(w, o, vision ? &*vision : nullptr, p);
+    write_trunk(w, o, storage, vision ? &*vision : nullptr, p);
     p.finish();
   }
   Progress p("experts", expert_total, "B", o.progress);

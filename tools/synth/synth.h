@@ -8,6 +8,7 @@
 
 #include "shared/container/format.h"
 #include "shared/model/presets.h"
+#include "shared/model/trunk_storage.h"
 #include "tools/convert/vision_plan.h"
 
 namespace waste {
@@ -17,10 +18,12 @@ struct SynthOptions {
   PresetOverrides overrides;
   std::string out;
   TensorFormat expert_format = TensorFormat::VQ3R;
-  // Trunk matrices; embedding and head are q8g unless the trunk is f32/bf16; vectors and
-  // routers are always f32.
+  // --trunk, --head, --trunk-group, --router (nullopt: not given), stored by the converter's
+  // rule (shared/model/trunk_storage.h, trunk_storage_for).
   TensorFormat trunk_format = TensorFormat::Q4G;
-  std::optional<TensorFormat> head;  // --head; nullopt: the rule's default (shared/model/trunk_storage.h)
+  std::optional<TensorFormat> head;
+  std::optional<uint32_t> trunk_group;
+  std::optional<TensorFormat> router;
   // The K3 presets' vision tower (stored as `waste convert --vision` stores it); ignored by
   // presets without a vision_config. None leaves the tower out.
   VisionChoice vision = VisionChoice::Q8G;

@@ -14,6 +14,8 @@
 #include "shared/plan/memory_plan.h"
 #include "shared/platform/memory.h"
 #include "shared/util/error.h"
+#include "shared/model/trunk_storage.h"
+#include "tools/convert/trunk_plan.h"
 #include "tools/convert/vision_plan.h"
 #include "tools/waste/commands.h"
 
@@ -23,6 +25,9 @@ namespace {
 
 struct PlanOptions {
   std::string model_dir, preset, budget = "auto", prompt_cache = "auto";
+  // A preset's trunk storage, as `waste convert` would store it (shared/model/trunk_storage.h);
+  // empty: the default. Refused with a container, whose manifest says how it is stored.
+  std::string trunk, head, trunk_group, router;
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default
   uint32_t sessions = 1;
   bool http = false;  // the instance runs waste-serve (waste up --http)
@@ -30,9 +35,17 @@ struct PlanOptions {
   bool json = false;
 };
 
-// Without a container the trunk is estimated with the default formats: 4.0-bit matrices,
-// 8-bit head, f32 routers and vectors; experts are VQ3R records.
-constexpr double kPresetMatrixBits = 4.0, kPresetHeadBits = 8.0;
+// Without a container the trunk is summed tensor by tensor as `waste convert` would store it
+// (trunk_resident_bytes, the same rule); experts are VQ3R records.
+TrunkStorage preset_trunk_storage(const PlanOptions& o, const ModelConfig& c) {
+  std::optional<TensorFormat> head, router;
+  std::optional<uint32_t> group;
+  if (!o.head.empty()) head = head_format_from_name(o.head);
+  if (!o.trunk_group.empty()) group = trunk_group_from_text(o.trunk_group);
+  if (!o.router.empty()) router = router_format_from_name(o.router);
+  const TensorFormat matrices = o.trunk.empty() ? TensorFormat::Q4G : trunk_choice_format(trunk_choice_from_name(o.trunk));
+  return trunk_storage_for(c, matrices, head, group, router);
+}
 
 // A preset with a vision_config: its tower as `waste convert` stores it by default (q8g
 // matrices, f32 norms and position grid), padding between tensors aside.
@@ -58,11 +71,17 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
     const std::string config_json = preset_config_json(o.preset);
     r.config = ModelConfig::from_json(config_json, "preset " + o.preset);
     estimate_preset_vision(config_json, "preset " + o.preset, uint64_t(o.image_patches), r);
-    r.trunk_bytes = estimate_trunk_resident_bytes(r.config, kPresetMatrixBits, kPresetHeadBits);
-    r.trunk_source = "estimate: 4.0-bit matrices, 8-bit head, f32 routers and vectors";
+    const TrunkStorage storage = preset_trunk_storage(o, r.config);
+    r.trunk_bytes = trunk_resident_bytes(r.config, storage);
+    r.trunk_source = "as stored: " + trunk_storage_text(storage);
     r.record_stride =
         record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
   } else {
+    for (const auto& [flag, value] : {std::pair{"--trunk", &o.trunk}, {"--head", &o.head},
+                                      {"--trunk-group", &o.trunk_group}, {"--router", &o.router}})
+      if (!value->empty())
+        throw Error(std::string("plan: ") + flag + " applies to --preset; a container's manifest says how it is stored",
+                    ErrorKind::InvalidRequest, flag);
     model_name = o.model_dir;
     r = plan::plan_request_of_container(o.model_dir, uint64_t(o.image_patches));
   }
@@ -102,6 +121,7 @@ void run_plan(const PlanOptions& o) {
                      {"source", p.vision_source}};
     j["record_stride"] = p.record_stride;
     j["floor_bytes"] = p.floor;
+    j["comparable_floor_bytes"] = p.comparable_floor;
     j["working_set_records"] = p.working_set_records;
     j["working_set_bytes"] = p.working_set_bytes;
     j["cache_bytes"] = p.cache;
@@ -142,6 +162,11 @@ void run_plan(const PlanOptions& o) {
              plan::format_bytes(p.vision_activations) + " at " + std::to_string(o.image_patches) +
              " patches with the embedding cache; resident once an image is used");
   line("floor", p.floor, "");
+  char gb[96];
+  std::snprintf(gb, sizeof gb, "%.2f GB (10^9 B): ", double(p.comparable_floor) / 1e9);
+  line("comparable floor", p.comparable_floor,
+       std::string(gb) + "the floor without the prompt cache and the vision line (trunk, session state, scratch, "
+                         "experts in flight), as the C engine's floor");
   line("working set / token", p.working_set_bytes, std::to_string(p.working_set_records) + " records");
   char ws[64];
   std::snprintf(ws, sizeof ws, "%.2f working sets", p.cache_working_sets);
@@ -171,6 +196,10 @@ void register_plan_command(CLI::App& app) {
                   "the most patches a request's image may take (waste-compute --image-patches): the vision line "
                   "counts one such image's activations")
       ->check(CLI::Range(kMinImagePatches, kMaxImagePatches));
+  cmd->add_option("--trunk", o->trunk, "a preset's trunk matrices as waste convert --trunk (q4g default)");
+  cmd->add_option("--head", o->head, "a preset's output head as waste convert --head");
+  cmd->add_option("--trunk-group", o->trunk_group, "a preset's q4g/q8g matrix group as waste convert --trunk-group");
+  cmd->add_option("--router", o->router, "a preset's routers as waste convert --router (f32, bf16 or q8g)");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { run_plan(*o); });
 }

@@ -20,6 +20,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/unit/fixture_dir.h"
 #include "tools/convert/convert.h"
+#include "tools/synth/synth.h"
 
 using namespace waste;
 using waste::test::TempDir;
@@ -389,19 +390,22 @@ TEST_CASE("huge or NaN expert weights are refused naming the tensor, layer, expe
 
 TEST_CASE("--head stores the output head apart from the trunk; the default keeps it at q8g") {
   // The rule (shared/model/trunk_storage.h) on every role, then a converted fixture.
+  auto format = [](TensorRole role, uint64_t cols, const TrunkStorage& s) {
+    return trunk_storage(role, {7, cols}, s).format;
+  };
   const TrunkStorage q4{TensorFormat::Q4G, std::nullopt};
-  CHECK(trunk_storage_format(TensorRole::Head, 128, q4) == TensorFormat::Q8G);
-  CHECK(trunk_storage_format(TensorRole::Embedding, 128, q4) == TensorFormat::Q8G);
-  CHECK(trunk_storage_format(TensorRole::Matrix, 128, q4) == TensorFormat::Q4G);
-  CHECK(trunk_storage_format(TensorRole::Matrix, 100, q4) == TensorFormat::BF16);  // 100 % 32 != 0
-  CHECK(trunk_storage_format(TensorRole::Router, 128, q4) == TensorFormat::F32);
+  CHECK(format(TensorRole::Head, 128, q4) == TensorFormat::Q8G);
+  CHECK(format(TensorRole::Embedding, 128, q4) == TensorFormat::Q8G);
+  CHECK(format(TensorRole::Matrix, 128, q4) == TensorFormat::Q4G);
+  CHECK(format(TensorRole::Matrix, 100, q4) == TensorFormat::BF16);  // 100 % 32 != 0
+  CHECK(format(TensorRole::Router, 128, q4) == TensorFormat::F32);
   const TrunkStorage q4_head{TensorFormat::Q4G, TensorFormat::Q4G};
-  CHECK(trunk_storage_format(TensorRole::Head, 128, q4_head) == TensorFormat::Q4G);
-  CHECK(trunk_storage_format(TensorRole::Embedding, 128, q4_head) == TensorFormat::Q8G);  // the embedding stays
-  CHECK(trunk_storage_format(TensorRole::Head, 100, q4_head) == TensorFormat::BF16);
+  CHECK(format(TensorRole::Head, 128, q4_head) == TensorFormat::Q4G);
+  CHECK(format(TensorRole::Embedding, 128, q4_head) == TensorFormat::Q8G);  // the embedding stays
+  CHECK(format(TensorRole::Head, 100, q4_head) == TensorFormat::BF16);
   const TrunkStorage f32_q4_head{TensorFormat::F32, TensorFormat::Q4G};
-  CHECK(trunk_storage_format(TensorRole::Head, 128, f32_q4_head) == TensorFormat::Q4G);
-  CHECK(trunk_storage_format(TensorRole::Matrix, 128, f32_q4_head) == TensorFormat::F32);
+  CHECK(format(TensorRole::Head, 128, f32_q4_head) == TensorFormat::Q4G);
+  CHECK(format(TensorRole::Matrix, 128, f32_q4_head) == TensorFormat::F32);
   CHECK_THROWS_WITH_AS(head_format_from_name("q3"), doctest::Contains("--head"), Error);
 
   TempDir tmp;
@@ -418,4 +422,113 @@ TEST_CASE("--head stores the output head apart from the trunk; the default keeps
     heads += s.role == TensorRole::Head;
   }
   CHECK_EQ(heads, 1);
+}
+
+namespace {
+
+// Every trunk tensor of c is stored as the rule says under `storage`, group included.
+struct StoredCounts {
+  int wide = 0;     // tensors at a group of 128
+  int routers = 0;  // routers in storage.router's format
+  int moe_layers = 0;
+};
+StoredCounts check_stored_by_rule(const Container& c, const TrunkStorage& storage) {
+  StoredCounts n;
+  n.moe_layers = c.config().n_moe_layers();
+  for (const TensorSpec& s : trunk_tensor_specs(c.config())) {
+    CAPTURE(s.name);
+    const TensorInfo& t = c.tensor(s.name);
+    const StoredAs want = trunk_storage(s.role, t.shape, storage);
+    CHECK(t.format == want.format);
+    CHECK_EQ(t.group, want.group);
+    n.wide += t.group == 128;
+    n.routers += s.role == TensorRole::Router && t.format == storage.router;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("--trunk-group and --router: the matrices' group, its fallbacks, bf16 routers, refused values") {
+  // The rule (shared/model/trunk_storage.h).
+  TrunkStorage wide{TensorFormat::Q4G, std::nullopt, 128, TensorFormat::BF16};
+  auto stored = [&](TensorRole role, std::vector<uint64_t> shape) { return trunk_storage(role, shape, wide); };
+  CHECK(stored(TensorRole::Matrix, {7, 7168}).format == TensorFormat::Q4G);
+  CHECK_EQ(stored(TensorRole::Matrix, {7, 7168}).group, 128u);
+  CHECK_EQ(stored(TensorRole::Matrix, {7, 96}).group, 32u);  // 96 % 128 != 0: the default group
+  CHECK(stored(TensorRole::Matrix, {7, 100}).format == TensorFormat::BF16);  // no group fits
+  CHECK(stored(TensorRole::Matrix, {7168}).format == TensorFormat::BF16);    // one dimension: no rows
+  CHECK(stored(TensorRole::Head, {7, 7168}).format == TensorFormat::Q8G);
+  CHECK_EQ(stored(TensorRole::Head, {7, 7168}).group, 32u);  // the head and embedding keep 32
+  CHECK_EQ(stored(TensorRole::Embedding, {7, 7168}).group, 32u);
+  CHECK(stored(TensorRole::Router, {7, 7168}).format == TensorFormat::BF16);
+  CHECK_EQ(stored(TensorRole::Router, {7, 7168}).group, 0u);
+  CHECK(stored(TensorRole::Vector, {7168}).format == TensorFormat::F32);
+  // Groups in a shape of several dimensions run along all but the first (a conv weight).
+  CHECK_EQ(stored(TensorRole::Matrix, {7, 4, 32}).group, 128u);
+  CHECK(trunk_storage_text(wide) == "q4g-128 matrices, q8g-32 head, bf16 routers, f32 vectors");
+  CHECK(trunk_storage_text(TrunkStorage{TensorFormat::F32}) == "f32 matrices, f32 head, f32 routers, f32 vectors");
+
+  CHECK_EQ(trunk_group_from_text("32"), 32u);
+  CHECK_EQ(trunk_group_from_text("128"), 128u);
+  CHECK_EQ(trunk_group_from_text("1024"), 1024u);
+  for (const char* bad : {"", "0", "16", "48", "96", "100", "2048", "128k", "-128", "99999999999999999999"})
+    CHECK_THROWS_WITH_AS(trunk_group_from_text(bad), doctest::Contains("--trunk-group must be one of 32, 64"), Error);
+  CHECK(router_format_from_name("bf16") == TensorFormat::BF16);
+  CHECK(router_format_from_name("f32") == TensorFormat::F32);
+  CHECK(router_format_from_name("q8g") == TensorFormat::Q8G);
+  CHECK_THROWS_WITH_AS(router_format_from_name("q4g"), doctest::Contains("--router must be f32, bf16 or q8g"), Error);
+  // q8g routers keep the default group whatever the matrices' group.
+  const TrunkStorage q8_router{TensorFormat::Q4G, std::nullopt, 128, TensorFormat::Q8G};
+  CHECK(trunk_storage(TensorRole::Router, {7, 7168}, q8_router).format == TensorFormat::Q8G);
+  CHECK_EQ(trunk_storage(TensorRole::Router, {7, 7168}, q8_router).group, 32u);
+  CHECK(trunk_storage(TensorRole::Router, {7, 100}, q8_router).format == TensorFormat::BF16);
+  CHECK(trunk_storage_text(q8_router) == "q4g-128 matrices, q8g-32 head, q8g-32 routers, f32 vectors");
+  try {
+    trunk_group_from_text("7");
+  } catch (const Error& e) {
+    CHECK(e.param() == "--trunk-group");
+  }
+
+  // A converted fixture: every stored tensor is what the rule says, the group included, and the
+  // bf16 routers hold the release's values exactly.
+  TempDir tmp;
+  ConvertOptions o = options("kimi-linear", tmp.str() + "/m.waste", TensorFormat::F32, TrunkChoice::Q4G);
+  o.trunk_group = 128;
+  o.router = TensorFormat::BF16;
+  convert_checkpoint(o);
+  Container c = Container::open(o.out);
+  const StoredCounts n = check_stored_by_rule(c, wide);
+  CHECK_GT(n.wide, 10);
+  CHECK_EQ(n.routers, n.moe_layers);
+  // The release's routers are BF16, so bf16 storage gives back exactly its values.
+  Checkpoint ck = Checkpoint::open(fixture_dir("kimi-linear"));
+  for (const TensorSpec& s : trunk_tensor_specs(c.config())) {
+    if (s.role != TensorRole::Router) continue;
+    CAPTURE(s.name);
+    const std::vector<float> want = checkpoint_values(ck, s.name);
+    const uint64_t rows = c.tensor(s.name).rows();
+    const std::vector<float> got = trunk_row(c, s.name, rows - 1);
+    CHECK(std::memcmp(got.data(), want.data() + (rows - 1) * got.size(), got.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("waste synth stores its trunk by the same rule: --trunk-group 128, bf16 and q8g routers") {
+  for (TensorFormat router : {TensorFormat::BF16, TensorFormat::Q8G}) {
+    CAPTURE(format_name(router));
+    TempDir tmp;
+    SynthOptions o;
+    o.preset = "tiny-kimi-linear";
+    o.overrides.hidden = 256;  // a width 128 divides, so the wide group is used
+    o.out = tmp.str() + "/s.waste";
+    o.progress = false;
+    o.trunk_group = 128;
+    o.router = router;
+    synthesize(o);
+    Container c = Container::open(o.out);
+    const StoredCounts n =
+        check_stored_by_rule(c, trunk_storage_for(c.config(), TensorFormat::Q4G, std::nullopt, 128u, router));
+    CHECK_GT(n.wide, 4);
+    CHECK_EQ(n.routers, n.moe_layers);
+  }
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -52,6 +53,24 @@ std::vector<float> realistic_activations(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// A random matrix of shape s: every path's int8 matmul of each token count in ns gives the
+// scalar implementation's bits (the count pooled_n split over the pool).
+void require_paths_equal_scalar(TensorFormat f, const Shape& s, std::initializer_list<int64_t> ns, int64_t pooled_n,
+                                std::mt19937& rng, ThreadPool& pool) {
+  StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
+  for (int64_t n : ns) {
+    std::vector<float> x = realistic_activations(n * s.cols, rng);
+    std::vector<float> ref(size_t(n * s.rows));
+    matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
+    for (KernelPath p : available_paths()) {
+      INFO(describe(p, f, s), " n ", n);
+      std::vector<float> y(ref.size(), -1.0f);
+      matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), n == pooled_n ? &pool : nullptr);
+      REQUIRE_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("int8: every path and token count gives the scalar implementation's bits") {
@@ -60,25 +79,29 @@ TEST_CASE("int8: every path and token count gives the scalar implementation's bi
   for (TensorFormat f : {TensorFormat::Q8G, TensorFormat::Q4G})
     for (const Shape& s : kShapes) {
       if (f == TensorFormat::Q4G && s.group % 2) continue;
-      StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
       // n: 1 (decode), 3 (an odd token pair: SMMLA pairs the last token with itself), 5 (a
       // full token tile and a single), 6 (a full tile and a pair), split over a pool.
-      for (int64_t n : {1, 3, 5, 6}) {
-        std::vector<float> x = realistic_activations(n * s.cols, rng);
-        std::vector<float> ref(size_t(n * s.rows));
-        matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
-        for (KernelPath p : available_paths()) {
-          INFO(describe(p, f, s), " n ", n);
-          std::vector<float> y(ref.size(), -1.0f);
-          matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), n == 6 ? &pool : nullptr);
-          REQUIRE_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0);
-        }
-      }
+      require_paths_equal_scalar(f, s, {1, 3, 5, 6}, 6, rng, pool);
     }
 }
 
+TEST_CASE("int8: --trunk-group 128 on random shapes, odd row counts, gives the scalar bits on every path") {
+  // The trunk's wide group (shared/model/trunk_storage.h): 4 units of 32 per group, so one
+  // 16-unit block spans 4 groups and the scale gather differs from group 32's. Random widths
+  // leave partial 16-unit blocks (any number of 128-groups), K3's 7168 is one of them; rows are
+  // odd so the last row of a 2-row (SMMLA) or 4-row tile runs alone.
+  std::mt19937 rng(128);
+  ThreadPool pool(3);
+  std::uniform_int_distribution<int> groups(1, 40), half_rows(0, 20);
+  std::vector<Shape> shapes = {{7, 7168, 128}, {1, 128, 128}, {3, 384, 128}};
+  for (int i = 0; i < 12; ++i) shapes.push_back({2 * half_rows(rng) + 1, 128 * groups(rng), 128});
+  for (TensorFormat f : {TensorFormat::Q4G, TensorFormat::Q8G})
+    for (const Shape& s : shapes) require_paths_equal_scalar(f, s, {1, 2, 3, 5}, 5, rng, pool);
+}
+
 TEST_CASE("int8: exact where the activations are exact int8 values") {
-  // Each group holds one +-127, so its scale is 1 and q = x; small integer weights with
+  // Each activation unit (32 inputs, or the group when it is not a multiple of 32) holds one
+  // +-127, so its scale is 1 and q = x; small integer weights with
   // power-of-two scales keep every partial sum exact in f32, whatever the order.
   std::mt19937 rng(12);
   std::uniform_int_distribution<int> small(-4, 4), sign(0, 1);
@@ -91,7 +114,8 @@ TEST_CASE("int8: exact where the activations are exact int8 values") {
         for (int64_t i = 0; i < s.rows * s.cols; ++i) q[i] = int8_t(q[i] / 16);
       }
       std::vector<float> x(size_t(s.cols));
-      for (int64_t c = 0; c < s.cols; ++c) x[size_t(c)] = c % s.group == 3 % s.group ? (sign(rng) ? 127.0f : -127.0f) : float(small(rng));
+      const int64_t unit = s.group % 32 == 0 ? 32 : s.group;
+      for (int64_t c = 0; c < s.cols; ++c) x[size_t(c)] = c % unit == 3 % unit ? (sign(rng) ? 127.0f : -127.0f) : float(small(rng));
       std::vector<float> ref(size_t(s.rows));
       matvec_scalar(m.view, x.data(), ref.data(), 0, s.rows);
       for (KernelPath p : available_paths()) {
@@ -104,13 +128,15 @@ TEST_CASE("int8: exact where the activations are exact int8 values") {
 }
 
 TEST_CASE("int8: the error against f32 activations is within int8 rounding of the activations") {
-  // |y_int8 - y_f32| <= sum_i |w_i| * (step of x_i's group) / 2, plus f32 rounding; and the
-  // typical error (rms over rows, relative to rms y) is about 1%.
+  // |y_int8 - y_f32| <= sum_i |w_i| * (step of x_i's unit of 32) / 2, plus f32 rounding; and
+  // the typical error (rms over rows, relative to rms y) is about 1%. The same for a weight
+  // group of 128 (--trunk-group 128): activations are scaled per 32 inputs whatever the group.
   std::mt19937 rng(13);
+  for (uint32_t wgroup : {32u, 128u})
   for (TensorFormat f : {TensorFormat::Q8G, TensorFormat::Q4G}) {
     const int64_t rows = 256, cols = 2304;
-    const uint32_t group = 32;
-    StoredMatrix m = random_matrix(f, rows, cols, group, rng);
+    const uint32_t group = 32;  // the activations' unit
+    StoredMatrix m = random_matrix(f, rows, cols, wgroup, rng);
     std::vector<float> x = realistic_activations(cols, rng), y(rows), ref(rows), row(cols);
     matvec_path(best_kernel_path(), ActivationMode::Int8, m.view, x.data(), y.data(), nullptr);
     matvec_scalar(m.view, x.data(), ref.data(), 0, rows);
@@ -129,12 +155,12 @@ TEST_CASE("int8: the error against f32 activations is within int8 rounding of th
         abs_sum += std::fabs(double(row[size_t(c)]) * x[size_t(c)]);
       }
       const double err = std::fabs(double(y[size_t(r)]) - ref[size_t(r)]);
-      INFO(std::string(format_name(f)), " row ", r);
+      INFO(std::string(format_name(f)), " group ", wgroup, " row ", r);
       CHECK_LE(err, bound * 1.001 + 1e-5 * abs_sum);
       err2 += err * err;
       ref2 += double(ref[size_t(r)]) * ref[size_t(r)];
     }
-    INFO(std::string(format_name(f)));
+    INFO(std::string(format_name(f)), " group ", wgroup);
     CHECK_LT(std::sqrt(err2 / ref2), 0.02);  // measured 0.6-1.1% (groups holding an outlier are coarse)
   }
 }
@@ -195,15 +221,15 @@ TEST_CASE("int8: zero activations give +0, a non-finite one gives NaN") {
   }
 }
 
-TEST_CASE("int8: activations are quantized per group as documented") {
+TEST_CASE("int8: activations are quantized per unit as documented") {
   const float x[8] = {1.0f, -2.0f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   Int8Activations a;
   quantize_activations(x, 1, 8, 4, Int8Layout::Natural, a);
   CHECK_EQ(a.unit, 4);  // group not a multiple of 32: a unit is a group
   CHECK_EQ(a.units, 2);
   CHECK_EQ(a.padded_units, 16);
-  CHECK_EQ(a.group_scale[0], 2.0f / 127.0f);
-  CHECK_EQ(a.group_scale[1], 0.0f);
+  CHECK_EQ(a.unit_scale[0], 2.0f / 127.0f);
+  CHECK_EQ(a.unit_scale[1], 0.0f);
   // 1 * 63.5 -> 64 (half to even), -2 -> -127, 0.5 * 63.5 = 31.75 -> 32.
   CHECK_EQ(int(a.q[0]), 64);
   CHECK_EQ(int(a.q[1]), -127);
@@ -224,4 +250,17 @@ TEST_CASE("int8: activations are quantized per group as documented") {
     CHECK_EQ(eo.q[size_t(128 + j)], nat.q[size_t(128 + 2 * j)]);
     CHECK_EQ(eo.q[size_t(160 + j)], nat.q[size_t(128 + 2 * j + 1)]);
   }
+  // A weight group of 128 still scales the activations per 32 inputs: an outlier in the first
+  // 32 does not coarsen the next 96.
+  std::vector<float> outlier(128, 1.0f);
+  outlier[0] = 100.0f;
+  Int8Activations g128;
+  quantize_activations(outlier.data(), 1, 128, 128, Int8Layout::Natural, g128);
+  CHECK_EQ(g128.unit, 32);
+  CHECK_EQ(g128.units, 4);
+  CHECK_EQ(g128.unit_scale[0], 100.0f / 127.0f);
+  for (int k = 1; k < 4; ++k) CHECK_EQ(g128.unit_scale[size_t(k)], 1.0f / 127.0f);
+  CHECK_EQ(int(g128.q[1]), 1);    // 1 * 127/100 = 1.27 -> 1 in the outlier's unit
+  CHECK_EQ(int(g128.q[32]), 127);  // exact in the others
+  CHECK_EQ(g128.unit_sum[1], 32 * 127);
 }

@@ -56,6 +56,7 @@ TEST_CASE("Q8G quantize -> dequantize error stays within half a step") {
 TEST_CASE("Q4G quantize -> dequantize error stays within half a step") {
   check_group_error(TensorFormat::Q4G, 7, 256, 32, 0.05f, 13);
   check_group_error(TensorFormat::Q4G, 3, 384, 64, 1.0f, 14);
+  check_group_error(TensorFormat::Q4G, 5, 7168, 128, 0.05f, 15);  // --trunk-group 128 at K3's width
 }
 
 TEST_CASE("values on the grid round-trip exactly; zero groups stay zero") {

@@ -5,6 +5,7 @@
 #include "shared/container/format.h"
 #include "shared/model/presets.h"
 #include "shared/model/tensors.h"
+#include "shared/model/trunk_storage.h"
 #include "shared/model/vision_config.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/util/error.h"
@@ -19,7 +20,7 @@ constexpr uint64_t GiB = 1ull << 30, MiB = 1ull << 20;
 PlanRequest preset_request(const std::string& name) {
   PlanRequest r;
   r.config = ModelConfig::from_json(preset_config_json(name), name);
-  r.trunk_bytes = estimate_trunk_resident_bytes(r.config, 4.0, 8.0);
+  r.trunk_bytes = trunk_resident_bytes(r.config, TrunkStorage{});
   r.record_stride =
       record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
   return r;
@@ -45,7 +46,8 @@ TEST_CASE("Kimi-Linear-48B: records, working set and session state match MODELS.
   CHECK_EQ(s.mla_bytes_per_token, 7 * 576 * 4);       // 7 MLA layers, f32 latent + rope key
   CHECK_EQ(s.kda_state_bytes, 20ull * 2 * MiB);       // 20 KDA layers x 32x128x128 f32
   CHECK_EQ(s.kda_conv_bytes, 20ull * 3 * 4096 * 3 * 4);
-  // Trunk at 4.0 bpw is 0.94 GiB of matrices; f32 routers and vectors add a little.
+  // Trunk as stored by default (q4g-32 matrices, 4.5 bits a weight: ~1.06 GiB; q8g head, f32
+  // routers and vectors add a little).
   CHECK_GT(r.trunk_bytes, uint64_t(0.9 * GiB));
   CHECK_LT(r.trunk_bytes, uint64_t(1.3 * GiB));
 
@@ -77,10 +79,46 @@ TEST_CASE("Kimi K3: per-token routed read is 16.98 GiB (MODELS.md 7.3)") {
   SessionState s = session_state(r.config);
   CHECK_EQ(s.kda_state_bytes, 69ull * 6 * MiB);       // 414 MiB
   CHECK_EQ(s.mla_bytes_per_token, 24 * 576 * 4);      // NoPE MLA still caches the 64-dim key part
-  // Trunk: a uniform 4.0 bpw trunk is 26.42 GiB (MODELS.md 7.3). This estimate leaves the
-  // embedding on disk (-0.55 GiB), keeps lm_head at 8 bits (+0.55 GiB) and the 92 routers in f32
-  // (0.59 G params x 3.5 B more = +1.93 GiB): 28.4 GiB.
-  CHECK(double(p.trunk) / GiB == doctest::Approx(26.42 + 1.93).epsilon(0.01));
+  // Trunk as `waste convert` stores it by default: q4g-32 matrices (4.5 bits a weight with the
+  // f16 scales), a q8g-32 head (8.5 bits), f32 routers (92 x 896 x 7168), f32 vectors, the
+  // embedding on disk: 31.60 GiB (a uniform 4.0 bpw trunk would be 26.42 GiB, MODELS.md 7.3).
+  CHECK(double(p.trunk) / GiB == doctest::Approx(31.60).epsilon(0.001));
+  CHECK_EQ(p.cache, 3 * p.working_set_bytes);
+  // Every K3 matrix's width is a multiple of 128, so --trunk-group 128 saves exactly 3/8 bit
+  // (16 bits per 32 inputs against per 128) on each matrix weight, and bf16 routers 2 bytes on
+  // each router weight.
+  uint64_t matrix_weights = 0;
+  for (const TensorSpec& t : trunk_tensor_specs(r.config))
+    if (t.role == TensorRole::Matrix) matrix_weights += t.elements();
+  CHECK(double(matrix_weights) / 1e9 == doctest::Approx(54.2).epsilon(0.01));
+  TrunkStorage wide;
+  wide.group = 128;
+  CHECK_EQ(p.trunk - trunk_resident_bytes(r.config, wide), matrix_weights * 3 / 64);
+  wide.router = TensorFormat::BF16;
+  const uint64_t router_weights = 92ull * 896 * 7168;
+  CHECK_EQ(p.trunk - trunk_resident_bytes(r.config, wide), matrix_weights * 3 / 64 + router_weights * 2);
+  CHECK(double(trunk_resident_bytes(r.config, wide)) / GiB == doctest::Approx(28.15).epsilon(0.001));
+
+  // Those are K3's defaults (a quantized trunk over kLargeTrunkBytes); flags given win.
+  const TrunkStorage k3 = trunk_storage_for(r.config, TensorFormat::Q4G, std::nullopt, std::nullopt, std::nullopt);
+  CHECK_EQ(k3.group, 128u);
+  CHECK(k3.router == TensorFormat::BF16);
+  CHECK_EQ(trunk_resident_bytes(r.config, k3), trunk_resident_bytes(r.config, wide));
+  const TrunkStorage chosen = trunk_storage_for(r.config, TensorFormat::Q4G, std::nullopt, 32u, TensorFormat::F32);
+  CHECK_EQ(chosen.group, 32u);
+  CHECK(chosen.router == TensorFormat::F32);
+  // An unquantized trunk is asked for as lossless: f32 routers whatever the size.
+  const TrunkStorage lossless = trunk_storage_for(r.config, TensorFormat::F32, std::nullopt, std::nullopt, std::nullopt);
+  CHECK(lossless.router == TensorFormat::F32);
+  // Kimi-Linear and K2 are under the line: the small-model defaults.
+  for (const char* name : {"kimi-linear-48b", "kimi-k2"}) {
+    CAPTURE(name);
+    const ModelConfig c = ModelConfig::from_json(preset_config_json(name), name);
+    CHECK_LT(trunk_resident_bytes(c, TrunkStorage{}), kLargeTrunkBytes);
+    const TrunkStorage small = trunk_storage_for(c, TensorFormat::Q4G, std::nullopt, std::nullopt, std::nullopt);
+    CHECK_EQ(small.group, kTrunkGroup);
+    CHECK(small.router == TensorFormat::F32);
+  }
   CHECK_EQ(p.cache, 3 * p.working_set_bytes);
 }
 
@@ -181,6 +219,11 @@ TEST_CASE("the vision tower is its own line of the floor: weights plus one image
   CHECK_EQ(with.floor, without.floor + with.vision);
   CHECK_EQ(with.floor, with.trunk + with.session_state + with.scratch + with.experts_in_flight + with.prompt_cache +
                            with.vision);
+  // The comparable floor leaves out the prompt cache and the vision line, and nothing else.
+  CHECK_EQ(with.comparable_floor, with.trunk + with.session_state + with.scratch + with.experts_in_flight);
+  CHECK_EQ(with.comparable_floor, without.comparable_floor);
+  CHECK_EQ(with.floor - with.comparable_floor, with.prompt_cache + with.vision);
+  CHECK_GT(with.prompt_cache, 0u);
   CHECK_EQ(with.trunk, without.trunk);  // the tower is not part of the trunk figure
   // The refusal of a budget under the floor names the vision line.
   r.budget = with.floor - 1;

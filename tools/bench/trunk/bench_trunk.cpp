@@ -10,7 +10,9 @@
 // and f32) and print the int8 result's error against f32 activations.
 //
 // Usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape ROWSxCOLS]... [--format F]...
-//                          [--no-scalar] [--no-attention] [--attention-only]
+//                          [--group G]... [--no-scalar] [--no-attention] [--attention-only]
+// --group: the Q8G/Q4G scale groups to run (32, the default, and e.g. 128 = --trunk-group 128),
+// each matrix in every group given, one after the other, so their ratio comes from one run.
 #include <time.h>
 
 #include <algorithm>
@@ -32,6 +34,7 @@
 #include "shared/kernels/matvec_int8.h"
 #include "shared/kernels/matvec_paths.h"
 #include "shared/kernels/vector_ops.h"
+#include "shared/model/trunk_storage.h"
 #include "shared/util/cpu.h"
 #include "shared/util/half.h"
 #include "shared/util/large_alloc.h"
@@ -47,6 +50,7 @@ struct Options {
   std::vector<std::pair<int64_t, int64_t>> shapes;
   bool attention_only = false, no_attention = false, no_scalar = false;
   std::vector<TensorFormat> formats;
+  std::vector<uint32_t> groups;  // Q8G/Q4G scale groups (default {kTrunkGroup})
 };
 
 Options parse(int argc, char** argv) {
@@ -72,6 +76,15 @@ Options parse(int argc, char** argv) {
         std::exit(2);
       }
       o.shapes.push_back({r, c});
+    } else if (a == "--group") {
+      const std::string g = next();
+      const long v = std::atol(g.c_str());
+      // The groups the trunk takes (shared/model/trunk_storage.h) and the shapes above divide.
+      if (v < 32 || v > 128 || (v & (v - 1)) != 0 || std::to_string(v) != g) {
+        std::fprintf(stderr, "--group wants 32, 64 or 128, got %s\n", g.c_str());
+        std::exit(2);
+      }
+      o.groups.push_back(uint32_t(v));
     } else if (a == "--attention-only") {
       o.attention_only = true;
     } else if (a == "--no-attention") {
@@ -93,11 +106,12 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: waste-bench-trunk [--footprint-mb N] [--seconds S] [--shape RxC]... [--format F]... "
-                   "[--no-scalar] [--no-attention] [--attention-only]\n");
+                   "[--group G]... [--no-scalar] [--no-attention] [--attention-only]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
     }
   }
   if (o.shapes.empty()) o.shapes = {{7168, 7168}, {2304, 9216}};
+  if (o.groups.empty()) o.groups = {kTrunkGroup};
   if (o.formats.empty())
     o.formats = {TensorFormat::F32, TensorFormat::BF16, TensorFormat::F16, TensorFormat::Q8G, TensorFormat::Q4G};
   return o;
@@ -398,22 +412,36 @@ int main(int argc, char** argv) {
     if (f == TensorFormat::Q8G || f == TensorFormat::Q4G) return std::vector<ActivationMode>{ActivationMode::F32, ActivationMode::Int8};
     return std::vector<ActivationMode>{ActivationMode::F32};
   };
-  const uint32_t group = 32;
+  // Each format in each --group (float formats have none): "q4g-128", "bf16".
+  struct Variant {
+    TensorFormat f;
+    uint32_t group;
+    std::string label;
+  };
+  std::vector<Variant> variants;
+  for (TensorFormat f : formats) {
+    if (f != TensorFormat::Q8G && f != TensorFormat::Q4G) {
+      variants.push_back({f, kTrunkGroup, format_name(f)});
+      continue;
+    }
+    for (uint32_t g : o.groups) variants.push_back({f, g, std::string(format_name(f)) + "-" + std::to_string(g)});
+  }
 
   // What the kernels can do when memory is not the limit: one small matrix kept in L2.
   {
     const int64_t rows = 64, cols = 2048;
     std::printf("== kernel rate with the matrix in L2 (%ldx%ld, 1 thread), Gweights/s best\n", long(rows), long(cols));
-    std::printf("%-6s %-4s", "format", "act");
+    std::printf("%-8s %-4s", "format", "act");
     for (KernelPath p : paths) std::printf(" %12s", kernel_path_name(p));  // "neon-dotprod": 12
     std::printf("\n");
     std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
     uint64_t s = 5;
     for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
-    for (TensorFormat f : formats) {
-      MatrixCopies m = make_copies(f, rows, cols, group, 0);
+    for (const Variant& var : variants) {
+      const TensorFormat f = var.f;
+      MatrixCopies m = make_copies(f, rows, cols, var.group, 0);
       for (ActivationMode mode : modes_of(f)) {
-        std::printf("%-6s %-4s", format_name(f), activation_mode_name(mode));
+        std::printf("%-8s %-4s", var.label.c_str(), activation_mode_name(mode));
         for (KernelPath p : paths) {
           Timing t = time_calls(o.seconds / 4, [&](int) { matvec_path(p, mode, m.views[0], x.data(), y.data(), nullptr); });
           std::printf(" %12.2f", double(rows * cols) / 1e9 / t.best);
@@ -427,10 +455,11 @@ int main(int argc, char** argv) {
   for (auto [rows, cols] : o.shapes) {
     std::printf("== matvec %ldx%ld (GB/s of weights+scales streamed; ratio to memory read at the same thread count)\n",
                 long(rows), long(cols));
-    std::printf("%-6s %-4s %-12s %7s %8s %9s %9s %9s %7s %9s\n", "format", "act", "path", "threads", "MB", "ms(med)", "GB/s med",
+    std::printf("%-8s %-4s %-12s %7s %8s %9s %9s %9s %7s %9s\n", "format", "act", "path", "threads", "MB", "ms(med)", "GB/s med",
                 "GB/s best", "vs mem", "GB/s cpu");
-    for (TensorFormat f : formats) {
-      MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
+    for (const Variant& var : variants) {
+      const TensorFormat f = var.f;
+      MatrixCopies m = make_copies(f, rows, cols, var.group, o.footprint_bytes);
       std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
       uint64_t s = 99;
       for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
@@ -444,7 +473,7 @@ int main(int argc, char** argv) {
               matvec_path(p, mode, m.views[size_t(i) % m.views.size()], x.data(), y.data(), all ? &pool : nullptr);
             });
             const unsigned threads = all ? pool.size() : 1u;
-            std::printf("%-6s %-4s %-12s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%% %9.2f\n", format_name(f), activation_mode_name(mode),
+            std::printf("%-8s %-4s %-12s %7u %8.1f %9.3f %9.2f %9.2f %6.0f%% %9.2f\n", var.label.c_str(), activation_mode_name(mode),
                         kernel_path_name(p), threads, double(m.matrix_bytes) / 1e6, t.median * 1e3, gb / t.median,
                         gb / t.best, 100.0 * gb / t.best / (all ? mem_all : mem_one), gb * threads / t.best_cpu);
           }
@@ -453,10 +482,11 @@ int main(int argc, char** argv) {
     }
     std::printf("\n== matmul %ldx%ld on the %s path (tokens/s; W read once per call)\n", long(rows), long(cols),
                 kernel_path_name(best));
-    std::printf("%-6s %-4s %4s %7s %9s %12s %12s %10s\n", "format", "act", "n", "threads", "ms(med)", "tok/s med",
+    std::printf("%-8s %-4s %4s %7s %9s %12s %12s %10s\n", "format", "act", "n", "threads", "ms(med)", "tok/s med",
                 "tok/s best", "W GB/s best");
-    for (TensorFormat f : formats) {
-      MatrixCopies m = make_copies(f, rows, cols, group, o.footprint_bytes);
+    for (const Variant& var : variants) {
+      const TensorFormat f = var.f;
+      MatrixCopies m = make_copies(f, rows, cols, var.group, o.footprint_bytes);
       for (int64_t n : {1, 8, 32}) {
         std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
         uint64_t s = 7;
@@ -466,7 +496,7 @@ int main(int argc, char** argv) {
             Timing t = time_calls(o.seconds, [&](int i) {
               matmul_path(best, mode, m.views[size_t(i) % m.views.size()], x.data(), n, y.data(), all ? &pool : nullptr);
             });
-            std::printf("%-6s %-4s %4ld %7u %9.3f %12.1f %12.1f %10.2f\n", format_name(f), activation_mode_name(mode), long(n),
+            std::printf("%-8s %-4s %4ld %7u %9.3f %12.1f %12.1f %10.2f\n", var.label.c_str(), activation_mode_name(mode), long(n),
                         all ? pool.size() : 1u, t.median * 1e3, double(n) / t.median, double(n) / t.best,
                         double(m.matrix_bytes) / 1e9 / t.best);
           }
