@@ -213,7 +213,7 @@ int main(int argc, char** argv) try {
       {"q4g-128 + q8g routers", storage(TensorFormat::Q4G, 128, TensorFormat::Q8G)},
   };
   std::printf("%s: %zu tokens decoded one at a time, %d MoE layers x top-%d of %d experts, vocab %d\n", dir.c_str(),
-              ids.size(), c.n_moe_layers(), c.top_k, c.n_experts, c.vocab);
+              ids.size(), c.n_moe_layers(), c.top_k, c.n_experts, int(c.vocab));
   double sum = 0, sum2 = 0;
   for (float v : base.logits) {
     sum += v;

@@ -467,7 +467,7 @@ TEST_CASE("--trunk-group and --router: the matrices' group, its fallbacks, bf16 
   // Groups in a shape of several dimensions run along all but the first (a conv weight).
   CHECK_EQ(stored(TensorRole::Matrix, {7, 4, 32}).group, 128u);
   CHECK(trunk_storage_text(wide) == "q4g-128 matrices, q8g-32 head, bf16 routers, f32 vectors");
-  CHECK(trunk_storage_text(TrunkStorage{TensorFormat::F32}) == "f32 matrices, f32 head, f32 routers, f32 vectors");
+  CHECK(trunk_storage_text([] { TrunkStorage s; s.matrices = TensorFormat::F32; return s; }()) == "f32 matrices, f32 head, f32 routers, f32 vectors");
 
   CHECK_EQ(trunk_group_from_text("32"), 32u);
   CHECK_EQ(trunk_group_from_text("128"), 128u);
@@ -493,7 +493,7 @@ TEST_CASE("--trunk-group and --router: the matrices' group, its fallbacks, bf16 
   // A converted fixture: every stored tensor is what the rule says, the group included, and the
   // bf16 routers hold the release's values exactly.
   TempDir tmp;
-  ConvertOptions o = options("kimi-linear", tmp.str() + "/m.waste", TensorFormat::F32, TrunkChoice::Q4G);
+  ConvertOptions o = options("kimi-linear", tmp / "m.waste", TensorFormat::F32, TrunkChoice::Q4G);
   o.trunk_group = 128;
   o.router = TensorFormat::BF16;
   convert_checkpoint(o);
@@ -520,7 +520,7 @@ TEST_CASE("waste synth stores its trunk by the same rule: --trunk-group 128, bf1
     SynthOptions o;
     o.preset = "tiny-kimi-linear";
     o.overrides.hidden = 256;  // a width 128 divides, so the wide group is used
-    o.out = tmp.str() + "/s.waste";
+    o.out = tmp / "s.waste";
     o.progress = false;
     o.trunk_group = 128;
     o.router = router;
