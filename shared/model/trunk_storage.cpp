@@ -49,8 +49,22 @@ uint64_t trunk_resident_bytes(const ModelConfig& c, const TrunkStorage& s) {
   return bytes;
 }
 
+namespace {
+
+// The --trunk-group values, "32, 64, 128, ...": the help and the error say the same list.
+std::string allowed_groups() {
+  std::string values;
+  for (uint32_t v = kTrunkGroup; v <= kMaxTrunkGroup; v *= 2) values += (values.empty() ? "" : ", ") + std::to_string(v);
+  return values;
+}
+
+}  // namespace
+
 TrunkStorage trunk_storage_for(const ModelConfig& c, TensorFormat matrices, std::optional<TensorFormat> head,
                                std::optional<uint32_t> group, std::optional<TensorFormat> router) {
+  // A group names how q4g/q8g matrices are scaled; for an f32 or bf16 trunk it would be ignored.
+  require_kind(!group || quantized(matrices), ErrorKind::InvalidRequest,
+               "--trunk-group applies to q4g/q8g trunk matrices, not " + std::string(format_name(matrices)));
   TrunkStorage s;
   s.matrices = matrices;
   s.head = head;
@@ -71,9 +85,7 @@ std::string trunk_storage_text(const TrunkStorage& s) {
 }
 
 std::string trunk_group_help() {
-  std::string values;
-  for (uint32_t v = kTrunkGroup; v <= kMaxTrunkGroup; v *= 2) values += (values.empty() ? "" : ", ") + std::to_string(v);
-  return "Inputs per f16 scale of the q4g/q8g trunk matrices: " + values + ". Default " + std::to_string(kTrunkGroup) +
+  return "Inputs per f16 scale of the q4g/q8g trunk matrices: " + allowed_groups() + ". Default " + std::to_string(kTrunkGroup) +
          ", " + std::to_string(kLargeTrunkGroup) + " for a quantized trunk over " + std::to_string(kLargeTrunkBytes >> 30) +
          " GiB (K3; 3/8 bit a weight less, at the logit error docs/MEASUREMENTS.md gives). The embedding and head keep " +
          std::to_string(kTrunkGroup) + "; a matrix whose columns the group does not divide takes " +
@@ -100,9 +112,7 @@ uint32_t trunk_group_from_text(const std::string& text) {
   for (char ch : text) digits = digits && ch >= '0' && ch <= '9';
   if (digits) g = std::stoull(text);
   if (!digits || !valid_group(g)) {
-    std::string allowed;
-    for (uint32_t v = kTrunkGroup; v <= kMaxTrunkGroup; v *= 2) allowed += (allowed.empty() ? "" : ", ") + std::to_string(v);
-    throw Error("--trunk-group must be one of " + allowed + ", not '" + text + "'", ErrorKind::InvalidRequest,
+    throw Error("--trunk-group must be one of " + allowed_groups() + ", not '" + text + "'", ErrorKind::InvalidRequest,
                 "--trunk-group");
   }
   return uint32_t(g);

@@ -138,6 +138,10 @@ void synthesize(const SynthOptions& o) {
   std::optional<VisionConfig> vision;
   if (o.vision != VisionChoice::None && config_has_vision(config_json))
     vision = VisionConfig::from_json(config_json, "preset " + o.preset);
+  // The storage is decided (and a bad combination of flags refused) before the writer makes
+  // the output directory, so a refused run leaves nothing behind.
+  const TrunkStorage storage = trunk_storage_for(ModelConfig::from_json(config_json, "preset " + o.preset),
+                                                 o.trunk_format, o.head, o.trunk_group, o.router);
   WriterOptions wo;
   wo.synthetic = true;
   wo.created_by = "waste synth --preset " + o.preset + " --seed " + std::to_string(o.seed);
@@ -147,7 +151,6 @@ void synthesize(const SynthOptions& o) {
   const auto moe_layers = c.moe_layers();
   RecordLayout layout = record_layout(o.expert_format, uint32_t(c.expert_hidden()), uint32_t(c.moe_intermediate));
   uint64_t trunk_total = 0;
-  const TrunkStorage storage = trunk_storage_for(c, o.trunk_format, o.head, o.trunk_group, o.router);
   for (const auto& s : trunk_tensor_specs(c)) trunk_total += stored_bytes(s, storage);
   if (vision) trunk_total += synth_vision_bytes(*vision, o.vision);
   const uint64_t expert_total = uint64_t(moe_layers.size()) * uint64_t(c.n_experts) * layout.stride;

@@ -531,4 +531,14 @@ TEST_CASE("waste synth stores its trunk by the same rule: --trunk-group 128, bf1
     CHECK_GT(n.wide, 4);
     CHECK_EQ(n.routers, n.moe_layers);
   }
+  // A group for an unquantized trunk would be ignored: refused by name, nothing written.
+  TempDir bad_dir;
+  SynthOptions bad;
+  bad.preset = "tiny-kimi-linear";
+  bad.out = bad_dir / "bad.waste";
+  bad.progress = false;
+  bad.trunk_format = TensorFormat::BF16;
+  bad.trunk_group = 128;
+  CHECK_THROWS_WITH_AS(synthesize(bad), doctest::Contains("--trunk-group applies to q4g/q8g"), Error);
+  CHECK_FALSE(std::filesystem::exists(bad.out));
 }
