@@ -122,6 +122,13 @@ ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayo
   s.name_ = name;
   s.base_ = static_cast<uint8_t*>(s.impl_->region.get_address());
   s.bytes_ = expect.total_bytes;
+  // Map every page now rather than fault on first read: a fresh compute otherwise takes a fault
+  // per 64 KiB of each record the first time it reads it, ~10% of the expert phase of a
+  // decode with every expert cached (docs/LEARNED.md, 2026-12-05). The pages exist: iod
+  // registers its slots with io_uring, which allocates them (4.6 GB mapped in 0.1-0.13 s); with
+  // its pread pool this call allocates them, which the budget counts anyway (every slot). Where
+  // the call is refused, reads fault as before.
+  (void)platform::populate_for_read(s.base_, s.bytes_);
   const SegmentHeader& h = s.header();
   require(h.magic == kSegmentMagic, "shared memory segment " + name + ": bad magic");
   require(h.version == kSegmentVersion, "shared memory segment " + name + ": layout version " +

@@ -33,4 +33,13 @@ UsableMemory usable_memory();
 // hint, or refuses it, the memory stays on normal pages.
 void advise_huge_pages(void* p, size_t bytes);
 
+// Maps every page of [p, p + bytes) of a shared mapping into this process's page tables now, as
+// reads would, so that later reads take no page fault (the expert kernels read each record once
+// per token: a fresh compute took ~40 faults a record, one per 64 KiB of fault-around, ~10% of
+// the expert phase until every slot had been touched; docs/LEARNED.md).
+// Pages not yet backed are allocated (shared memory's read faults do so). Returns false where
+// the system has no such call (Linux before 5.14: MADV_POPULATE_READ) or refuses it; the
+// mapping then faults on first use as before.
+bool populate_for_read(const void* p, size_t bytes);
+
 }  // namespace waste::platform

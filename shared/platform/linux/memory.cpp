@@ -15,4 +15,15 @@ void advise_huge_pages(void* p, size_t bytes) {
   if (p != nullptr && bytes > 0) (void)::madvise(p, bytes, MADV_HUGEPAGE);
 }
 
+bool populate_for_read(const void* p, size_t bytes) {
+#ifdef MADV_POPULATE_READ
+  if (p == nullptr || bytes == 0) return true;
+  return ::madvise(const_cast<void*>(p), bytes, MADV_POPULATE_READ) == 0;
+#else
+  (void)p;
+  (void)bytes;
+  return false;
+#endif
+}
+
 }  // namespace waste::platform
