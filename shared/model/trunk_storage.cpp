@@ -71,7 +71,7 @@ TrunkStorage trunk_storage_for(const ModelConfig& c, TensorFormat matrices, std:
   // Large only when quantized: an f32 or bf16 trunk is asked for as lossless.
   const bool large = quantized(matrices) && trunk_resident_bytes(c, TrunkStorage{}) > kLargeTrunkBytes;
   s.group = group.value_or(large ? kLargeTrunkGroup : kTrunkGroup);
-  s.router = router.value_or(large ? TensorFormat::BF16 : TensorFormat::F32);
+  s.router = router.value_or(large ? TensorFormat::Q8G : TensorFormat::F32);
   return s;
 }
 
@@ -95,7 +95,8 @@ std::string trunk_group_help() {
 std::string router_help() {
   return "MoE router matrices: f32, bf16 (half the bytes; exact for a BF16 release) or q8g (group " +
          std::to_string(kTrunkGroup) + "; lossy, docs/MEASUREMENTS.md gives the routing agreement). Default f32, "
-         "bf16 for a quantized trunk over " + std::to_string(kLargeTrunkBytes >> 30) + " GiB (K3)";
+         "q8g for a quantized trunk over " + std::to_string(kLargeTrunkBytes >> 30) +
+         " GiB (K3: its routing error stays under the q4g matrices' own; --router bf16 keeps a BF16 release's routers exact)";
 }
 
 TensorFormat head_format_from_name(const std::string& name) {
