@@ -15,6 +15,7 @@ namespace waste::iod {
 struct CacheBudget {
   uint32_t slots = 0;
   std::string breakdown;  // for the log
+  std::string warning;    // for the log when not empty: --slots that exceed usable RAM
 };
 
 // What compute will hold, which the planner's floor counts: its context and sessions, its

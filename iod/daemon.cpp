@@ -148,6 +148,7 @@ int run_daemon(const DaemonOptions& o) {
                                   g.key_count(), shape);
   spdlog::info("iod: {} ({} MoE layers x {} experts), cache {}", o.model, g.moe_layer_count(),
                g.experts_per_layer(), budget.breakdown);
+  if (!budget.warning.empty()) spdlog::warn("{}", budget.warning);
 
   StoreOptions so;
   so.slots = budget.slots;

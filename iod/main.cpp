@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "container directory (.waste)")->required();
   app.add_option("--run-dir", o.run_dir, "run directory (socket, lock; created 0700)")->required();
   app.add_option("--budget", o.budget, "memory budget in bytes (48G, ...; split by the memory planner) or auto");
-  app.add_option("--slots", o.slots, "exact number of cache slots (overrides --budget)");
+  app.add_option("--slots", o.slots,
+                 "exact number of cache slots instead of --budget (the planner's floor for --ctx, --sessions, ... is "
+                 "still logged with the total)");
   app.add_option("--image-patches", o.image_patches,
                  "compute's --image-patches, whose one image's activations the planner leaves room for (1024)")
       ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));

@@ -22,10 +22,14 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   cmd->add_option("--lookahead", o.lookahead, "Experts prefetched per token for the next layer (default top_k / 2, 0: off)");
   cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
   cmd->add_option("--run-dir", o.run_dir, "iod run directory: attach to the iod running there, else start one there");
-  cmd->add_option("--budget", o.budget, "Expert cache of a private iod (bytes: 4G, 900M, ...)");
-  cmd->add_option("--slots", o.slots, "Exact cache slots of a private iod (overrides --budget)");
-  cmd->add_option("--working-sets", o.working_sets,
-                  "Private iod cache in token working sets (MoE layers x top_k records) beyond one layer in flight");
+  // Three ways to size a private iod's cache: one at a time, so none is dropped unsaid.
+  CLI::Option* budget = cmd->add_option("--budget", o.budget, "Expert cache of a private iod (bytes: 4G, 900M, ...)");
+  CLI::Option* slots = cmd->add_option("--slots", o.slots, "Exact cache slots of a private iod (instead of --budget)");
+  CLI::Option* sets = cmd->add_option(
+      "--working-sets", o.working_sets,
+      "Private iod cache in token working sets (MoE layers x top_k records) beyond one layer in flight");
+  budget->excludes(slots)->excludes(sets);
+  slots->excludes(sets);
   cmd->add_option("--timeline", o.timeline,
                   "Write a Chrome trace (Perfetto, chrome://tracing) of this run: compute's phases per layer and "
                   "expert, and a private iod's reads, on one clock");
