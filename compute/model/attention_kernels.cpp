@@ -3,6 +3,8 @@
 // so WASTE_SIMD=scalar reproduces those results bit for bit.
 #include "compute/model/attention_kernels.h"
 
+#include "shared/util/half.h"
+
 namespace waste {
 
 namespace attention_paths {
@@ -34,29 +36,55 @@ void kda_step_columns_scalar(int K, int c0, int c1, const float* q, const float*
   }
 }
 
-void mla_scores_scalar(int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width, float scale,
-                       float* p, int64_t p_stride) {
+namespace {
+
+inline float value(const float* p) { return *p; }
+inline float value(const uint16_t* p) { return bf16_to_f32(*p); }
+
+template <class Row>
+void scores_reference(int G, const float* q, int64_t q_stride, const Row* rows, int64_t len, int width, float scale,
+                      float* p, int64_t p_stride) {
   for (int64_t s = 0; s < len; ++s) {
-    const float* kr = rows + s * width;
+    const Row* kr = rows + s * width;
     for (int g = 0; g < G; ++g) {
       const float* qh = q + g * q_stride;
       double dot = 0;  // the reference sums in double, in index order
-      for (int i = 0; i < width; ++i) dot += double(qh[i]) * kr[i];
+      for (int i = 0; i < width; ++i) dot += double(qh[i]) * value(kr + i);
       p[g * p_stride + s] = float(dot) * scale;
     }
   }
 }
 
-void mla_weighted_sum_scalar(int G, const float* p, int64_t p_stride, const float* rows, int64_t len, int width, int r,
-                             float* o, int64_t o_stride) {
+template <class Row>
+void weighted_sum_reference(int G, const float* p, int64_t p_stride, const Row* rows, int64_t len, int width, int r,
+                            float* o, int64_t o_stride) {
   for (int64_t s = 0; s < len; ++s) {
-    const float* cs = rows + s * width;
+    const Row* cs = rows + s * width;
     for (int g = 0; g < G; ++g) {
       const float ps = p[g * p_stride + s];
       float* og = o + g * o_stride;
-      for (int i = 0; i < r; ++i) og[i] += ps * cs[i];
+      for (int i = 0; i < r; ++i) og[i] += ps * value(cs + i);
     }
   }
+}
+
+}  // namespace
+
+void mla_scores_scalar(int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width, float scale,
+                       float* p, int64_t p_stride) {
+  scores_reference(G, q, q_stride, rows, len, width, scale, p, p_stride);
+}
+void mla_scores_scalar(int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                       float scale, float* p, int64_t p_stride) {
+  scores_reference(G, q, q_stride, rows, len, width, scale, p, p_stride);
+}
+void mla_weighted_sum_scalar(int G, const float* p, int64_t p_stride, const float* rows, int64_t len, int width, int r,
+                             float* o, int64_t o_stride) {
+  weighted_sum_reference(G, p, p_stride, rows, len, width, r, o, o_stride);
+}
+void mla_weighted_sum_scalar(int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len, int width,
+                             int r, float* o, int64_t o_stride) {
+  weighted_sum_reference(G, p, p_stride, rows, len, width, r, o, o_stride);
 }
 
 }  // namespace attention_paths
@@ -75,8 +103,12 @@ void kda_step(SimdLevel level, int K, const float* q, const float* k, const floa
   kda_step_columns_scalar(K, 0, K, q, k, v, alpha, beta, S, o);
 }
 
-void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width,
-                float scale, float* p, int64_t p_stride) {
+namespace {
+
+// One dispatch for both row types (f32, bf16): the path of the level, the scalar reference else.
+template <class Row>
+void scores_at(SimdLevel level, int G, const float* q, int64_t q_stride, const Row* rows, int64_t len, int width,
+               float scale, float* p, int64_t p_stride) {
 #if defined(__x86_64__)
   if (level == SimdLevel::Avx512) return mla_scores_avx512(G, q, q_stride, rows, len, width, scale, p, p_stride);
   if (level == SimdLevel::Avx2) return mla_scores_avx2(G, q, q_stride, rows, len, width, scale, p, p_stride);
@@ -86,8 +118,9 @@ void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const 
   mla_scores_scalar(G, q, q_stride, rows, len, width, scale, p, p_stride);
 }
 
-void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, const float* rows, int64_t len,
-                      int width, int r, float* o, int64_t o_stride) {
+template <class Row>
+void weighted_sum_at(SimdLevel level, int G, const float* p, int64_t p_stride, const Row* rows, int64_t len, int width,
+                     int r, float* o, int64_t o_stride) {
 #if defined(__x86_64__)
   if (level == SimdLevel::Avx512) return mla_weighted_sum_avx512(G, p, p_stride, rows, len, width, r, o, o_stride);
   if (level == SimdLevel::Avx2) return mla_weighted_sum_avx2(G, p, p_stride, rows, len, width, r, o, o_stride);
@@ -95,6 +128,25 @@ void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, 
   if (level == SimdLevel::Neon) return mla_weighted_sum_neon(G, p, p_stride, rows, len, width, r, o, o_stride);
 #endif
   mla_weighted_sum_scalar(G, p, p_stride, rows, len, width, r, o, o_stride);
+}
+
+}  // namespace
+
+void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width,
+                float scale, float* p, int64_t p_stride) {
+  scores_at(level, G, q, q_stride, rows, len, width, scale, p, p_stride);
+}
+void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                float scale, float* p, int64_t p_stride) {
+  scores_at(level, G, q, q_stride, rows, len, width, scale, p, p_stride);
+}
+void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, const float* rows, int64_t len,
+                      int width, int r, float* o, int64_t o_stride) {
+  weighted_sum_at(level, G, p, p_stride, rows, len, width, r, o, o_stride);
+}
+void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len,
+                      int width, int r, float* o, int64_t o_stride) {
+  weighted_sum_at(level, G, p, p_stride, rows, len, width, r, o, o_stride);
 }
 
 }  // namespace waste

@@ -31,6 +31,12 @@ void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const 
 // row), s in ascending order.
 void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, const float* rows, int64_t len,
                       int width, int r, float* o, int64_t o_stride);
+// The same two over a bf16 cache (shared/model/mla_cache.h): each value widened exactly to f32,
+// then the f32 path's arithmetic in its order.
+void mla_scores(SimdLevel level, int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                float scale, float* p, int64_t p_stride);
+void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len,
+                      int width, int r, float* o, int64_t o_stride);
 
 // The per-path entry points (attention_kernels*.cpp); the dispatchers above choose one.
 namespace attention_paths {
@@ -60,6 +66,23 @@ void mla_scores_neon(int G, const float* q, int64_t q_stride, const float* rows,
                      float* p, int64_t p_stride);
 void mla_weighted_sum_neon(int G, const float* p, int64_t p_stride, const float* rows, int64_t len, int width, int r,
                            float* o, int64_t o_stride);
+// bf16 cache rows.
+void mla_scores_scalar(int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                     float scale, float* p, int64_t p_stride);
+void mla_weighted_sum_scalar(int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len, int width,
+                           int r, float* o, int64_t o_stride);
+void mla_scores_avx2(int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                     float scale, float* p, int64_t p_stride);
+void mla_weighted_sum_avx2(int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len, int width,
+                           int r, float* o, int64_t o_stride);
+void mla_scores_avx512(int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                     float scale, float* p, int64_t p_stride);
+void mla_weighted_sum_avx512(int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len, int width,
+                           int r, float* o, int64_t o_stride);
+void mla_scores_neon(int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                     float scale, float* p, int64_t p_stride);
+void mla_weighted_sum_neon(int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len, int width,
+                           int r, float* o, int64_t o_stride);
 }  // namespace attention_paths
 
 }  // namespace waste

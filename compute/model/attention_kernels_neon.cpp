@@ -20,4 +20,14 @@ void mla_weighted_sum_neon(int G, const float* p, int64_t p_stride, const float*
   mla_weighted_sum<simd::Neon>(G, p, p_stride, rows, len, width, r, o, o_stride);
 }
 
+void mla_scores_neon(int G, const float* q, int64_t q_stride, const uint16_t* rows, int64_t len, int width,
+                       float scale, float* p, int64_t p_stride) {
+  mla_scores<simd::Neon>(G, q, q_stride, rows, len, width, scale, p, p_stride);
+}
+
+void mla_weighted_sum_neon(int G, const float* p, int64_t p_stride, const uint16_t* rows, int64_t len, int width,
+                             int r, float* o, int64_t o_stride) {
+  mla_weighted_sum<simd::Neon>(G, p, p_stride, rows, len, width, r, o, o_stride);
+}
+
 }  // namespace waste::attention_paths

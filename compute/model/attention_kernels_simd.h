@@ -8,6 +8,7 @@
 
 #include "compute/model/attention_kernels.h"
 #include "shared/kernels/vector_ops_simd.h"
+#include "shared/util/half.h"
 
 namespace waste::attention_paths {
 namespace {
@@ -53,44 +54,75 @@ template <class Isa>
   if (c0 < K) kda_step_columns_scalar(K, c0, K, q, k, v, alpha, beta, S, o);
 }
 
+inline float row_value(const float* p) { return *p; }
+inline float row_value(const uint16_t* p) { return bf16_to_f32(*p); }
+
+// A cache row's values as f32 vectors: f32 rows load as they are, bf16 rows (the cache of a
+// quantized trunk, shared/model/mla_cache.h) widen exactly.
 template <class Isa>
-[[gnu::noinline]] void mla_scores(int G, const float* q, int64_t q_stride, const float* rows, int64_t len, int width,
+typename Isa::V load_row(const float* p) { return Isa::load(p); }
+template <class Isa>
+typename Isa::V load_row(const uint16_t* p) { return Isa::load_bf16(p); }
+template <class Isa>
+typename Isa::V load_row_tail(const float* p, int64_t n) { return Isa::load_tail(p, n); }
+template <class Isa>
+typename Isa::V load_row_tail(const uint16_t* p, int64_t n) { return Isa::load_bf16_tail(p, int(n)); }
+
+// q . row over n values, in simd::dot's order (four accumulators, then a tail).
+template <class Isa, class Row>
+float dot_row(const float* q, const Row* row, int64_t n) {
+  constexpr int L = Isa::kLanes;
+  auto acc0 = Isa::zero(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    acc0 = Isa::fma(Isa::load(q + i), load_row<Isa>(row + i), acc0);
+    acc1 = Isa::fma(Isa::load(q + i + L), load_row<Isa>(row + i + L), acc1);
+    acc2 = Isa::fma(Isa::load(q + i + 2 * L), load_row<Isa>(row + i + 2 * L), acc2);
+    acc3 = Isa::fma(Isa::load(q + i + 3 * L), load_row<Isa>(row + i + 3 * L), acc3);
+  }
+  for (; i + L <= n; i += L) acc0 = Isa::fma(Isa::load(q + i), load_row<Isa>(row + i), acc0);
+  if (i < n) acc1 = Isa::fma(Isa::load_tail(q + i, n - i), load_row_tail<Isa>(row + i, n - i), acc1);
+  return Isa::sum(Isa::add(Isa::add(acc0, acc1), Isa::add(acc2, acc3)));
+}
+
+template <class Isa, class Row>
+[[gnu::noinline]] void mla_scores(int G, const float* q, int64_t q_stride, const Row* rows, int64_t len, int width,
                                   float scale, float* p, int64_t p_stride) {
   for (int64_t s = 0; s < len; ++s) {
-    const float* kr = rows + s * width;
-    for (int g = 0; g < G; ++g) p[g * p_stride + s] = simd::dot<Isa>(q + g * q_stride, kr, width) * scale;
+    const Row* kr = rows + s * width;
+    for (int g = 0; g < G; ++g) p[g * p_stride + s] = dot_row<Isa>(q + g * q_stride, kr, width) * scale;
   }
 }
 
-template <class Isa>
-[[gnu::noinline]] void mla_weighted_sum(int G, const float* p, int64_t p_stride, const float* rows, int64_t len,
+template <class Isa, class Row>
+[[gnu::noinline]] void mla_weighted_sum(int G, const float* p, int64_t p_stride, const Row* rows, int64_t len,
                                         int width, int r, float* o, int64_t o_stride) {
   constexpr int L = Isa::kLanes;
   // Two rows per step: each accumulator load/store in o serves two FMAs.
   int64_t s = 0;
   for (; s + 2 <= len; s += 2) {
-    const float* c0 = rows + s * width;
-    const float* c1 = c0 + width;
+    const Row* c0 = rows + s * width;
+    const Row* c1 = c0 + width;
     for (int g = 0; g < G; ++g) {
       const auto p0 = Isa::set1(p[g * p_stride + s]), p1 = Isa::set1(p[g * p_stride + s + 1]);
       float* og = o + g * o_stride;
       int i = 0;
       for (; i + L <= r; i += L) {
-        const auto acc = Isa::fma(p0, Isa::load(c0 + i), Isa::load(og + i));
-        Isa::store(og + i, Isa::fma(p1, Isa::load(c1 + i), acc));
+        const auto acc = Isa::fma(p0, load_row<Isa>(c0 + i), Isa::load(og + i));
+        Isa::store(og + i, Isa::fma(p1, load_row<Isa>(c1 + i), acc));
       }
       // (p re-read rather than kept in a register: fewer spills in the loop above)
-      for (; i < r; ++i) og[i] = (og[i] + p[g * p_stride + s] * c0[i]) + p[g * p_stride + s + 1] * c1[i];
+      for (; i < r; ++i) og[i] = (og[i] + p[g * p_stride + s] * row_value(c0 + i)) + p[g * p_stride + s + 1] * row_value(c1 + i);
     }
   }
   for (; s < len; ++s) {
-    const float* c0 = rows + s * width;
+    const Row* c0 = rows + s * width;
     for (int g = 0; g < G; ++g) {
       const auto p0 = Isa::set1(p[g * p_stride + s]);
       float* og = o + g * o_stride;
       int i = 0;
-      for (; i + L <= r; i += L) Isa::store(og + i, Isa::fma(p0, Isa::load(c0 + i), Isa::load(og + i)));
-      for (; i < r; ++i) og[i] += p[g * p_stride + s] * c0[i];
+      for (; i + L <= r; i += L) Isa::store(og + i, Isa::fma(p0, load_row<Isa>(c0 + i), Isa::load(og + i)));
+      for (; i < r; ++i) og[i] += p[g * p_stride + s] * row_value(c0 + i);
     }
   }
 }

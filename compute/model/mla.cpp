@@ -9,6 +9,7 @@
 #include "shared/kernels/matvec_paths.h"
 #include "shared/util/thread_pool.h"
 #include "shared/util/error.h"
+#include "shared/util/half.h"
 
 namespace waste {
 
@@ -66,12 +67,19 @@ void append_cache_rows(const ModelConfig& c, const MlaWeights& w, const Rope& ro
   const int H = c.n_heads, dn = c.qk_nope, dr = c.qk_rope, r = c.kv_lora_rank;
   const int qk = dn + dr, width = r + dr;
   cache.width = width;
-  cache.rows.resize(size_t(pos0 + n) * width);
+  const bool bf16 = cache.format == MlaCacheFormat::BF16;
+  if (bf16)
+    cache.rows_bf16.resize(size_t(pos0 + n) * width);
+  else
+    cache.rows.resize(size_t(pos0 + n) * width);
   for (int64_t t = 0; t < n; ++t) {
     float* row = kv + t * width;
     rmsnorm(row, w.kv_a_norm.data(), r, c.rms_eps, row);
     if (rope.enabled()) rope.apply(row + r, pos0 + t);
-    std::copy(row, row + width, &cache.rows[size_t(pos0 + t) * width]);
+    if (bf16)
+      std::transform(row, row + width, &cache.rows_bf16[size_t(pos0 + t) * width], f32_to_bf16);
+    else
+      std::copy(row, row + width, &cache.rows[size_t(pos0 + t) * width]);
     for (int h = 0; h < H; ++h) {
       float* qr = q + (t * H + h) * qk + dn;
       if (rope.enabled()) rope.apply(qr, pos0 + t);
@@ -154,11 +162,17 @@ void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, flo
     const int h0 = int(item % size_t(groups)) * group, G = std::min(group, H - h0);
     const int64_t len = pos0 + t + 1;
     std::vector<float> pr(size_t(G) * len);
-    mla_scores(level, G, &qabs[(size_t(t) * H + h0) * width], width, cache.rows.data(), len, width, softmax_scale,
-               pr.data(), len);
-    for (int g = 0; g < G; ++g) softmax(&pr[size_t(g) * len], int(len));
-    mla_weighted_sum(level, G, pr.data(), len, cache.rows.data(), len, width, r, &latent_out[(size_t(t) * H + h0) * r],
-                     r);
+    const float* q = &qabs[(size_t(t) * H + h0) * width];
+    float* o = &latent_out[(size_t(t) * H + h0) * r];
+    if (cache.format == MlaCacheFormat::BF16) {
+      mla_scores(level, G, q, width, cache.rows_bf16.data(), len, width, softmax_scale, pr.data(), len);
+      for (int g = 0; g < G; ++g) softmax(&pr[size_t(g) * len], int(len));
+      mla_weighted_sum(level, G, pr.data(), len, cache.rows_bf16.data(), len, width, r, o, r);
+    } else {
+      mla_scores(level, G, q, width, cache.rows.data(), len, width, softmax_scale, pr.data(), len);
+      for (int g = 0; g < G; ++g) softmax(&pr[size_t(g) * len], int(len));
+      mla_weighted_sum(level, G, pr.data(), len, cache.rows.data(), len, width, r, o, r);
+    }
   });
 }
 

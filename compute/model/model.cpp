@@ -108,9 +108,13 @@ Model Model::create(const WeightSource& weights, ExpertSource& experts, const Mo
       l.mlp_res = load_attn_res(ld, p + "mlp_res", D);
     }
     l.is_mla = c.is_mla_layer(L);
-    if (l.is_mla)
+    if (l.is_mla) {
       l.mla = load_mla(ld, c, p + "self_attn.");
-    else
+      // The first MLA layer's kv_b_proj decides the cache's type (shared/model/mla_cache.h), as
+      // the planner reads it from the manifest.
+      if (!m.saw_mla_) m.mla_cache_ = waste::mla_cache_format(l.mla.kv_b.format);
+      m.saw_mla_ = true;
+    } else
       l.kda = load_kda(ld, c, p + "self_attn.");
     l.is_moe = c.is_moe_layer(L);
     if (!l.is_moe) {
@@ -140,9 +144,10 @@ Session Model::new_session(int64_t max_ctx) const {
   s.max_ctx_ = max_ctx;
   s.layers_.resize(size_t(config_.n_layers));
   for (int L = 0; L < config_.n_layers; ++L) {
-    if (layers_[size_t(L)].is_mla)
+    if (layers_[size_t(L)].is_mla) {
       s.layers_[size_t(L)].mla.width = config_.kv_lora_rank + config_.qk_rope;
-    else
+      s.layers_[size_t(L)].mla.format = mla_cache_;
+    } else
       s.layers_[size_t(L)].kda = make_kda_state(config_);
   }
   return s;
@@ -157,7 +162,9 @@ Session Model::restore_session(int64_t max_ctx, int64_t position, std::vector<La
   for (size_t L = 0; L < layers.size(); ++L) {
     const LayerState& want = s.layers_[L];
     const LayerState& got = layers[L];
-    const bool same = got.mla.width == want.mla.width && got.mla.rows.size() == size_t(position) * size_t(want.mla.width) &&
+    const bool same = got.mla.width == want.mla.width && got.mla.format == want.mla.format &&
+                      got.mla.values() == size_t(position) * size_t(want.mla.width) &&
+                      (want.mla.format == MlaCacheFormat::BF16 ? got.mla.rows.empty() : got.mla.rows_bf16.empty()) &&
                       got.kda.state.size() == want.kda.state.size() && got.kda.conv_q.size() == want.kda.conv_q.size() &&
                       got.kda.conv_k.size() == want.kda.conv_k.size() && got.kda.conv_v.size() == want.kda.conv_v.size();
     require(same, "restore: layer " + std::to_string(L) + "'s state does not have this model's shape at position " +

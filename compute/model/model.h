@@ -83,6 +83,11 @@ class Model {
   // and its top `n` experts per token are sent to ExpertSource::prefetch (0: off). A hint
   // only; the real router still decides.
   void set_lookahead(int n) { lookahead_ = n; }
+  // How sessions store the MLA cache: bf16 where the trunk's kv_b_proj is quantized, else f32.
+  MlaCacheFormat mla_cache_format() const { return mla_cache_; }
+  // Tests: the f32 cache on a quantized trunk, to measure what bf16 costs. Sessions made before
+  // keep theirs.
+  void set_mla_cache_format(MlaCacheFormat f) { mla_cache_ = f; }
   int lookahead() const { return lookahead_; }
 
   // How good the lookahead's guesses were: per MoE layer visit, the experts the batch really
@@ -158,6 +163,8 @@ class Model {
   AttnResWeights output_res_;  // K3
   MatrixView lm_head_;
   int lookahead_ = 0;
+  MlaCacheFormat mla_cache_ = MlaCacheFormat::F32;  // the sessions' MLA cache (shared/model/mla_cache.h)
+  bool saw_mla_ = false;
   // Where feed_forward reports faulted rows during the forward in progress (one forward at a
   // time uses a Model); nullptr: a lost expert throws.
   mutable std::vector<RowFault>* faults_ = nullptr;

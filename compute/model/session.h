@@ -10,11 +10,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "shared/model/mla_cache.h"
+
 namespace waste {
 
+// The rows are f32 or bf16 as the model says (shared/model/mla_cache.h); the other vector stays
+// empty.
 struct MlaCache {
-  int width = 0;             // kv_lora_rank + qk_rope: [c ; k^R] of one token
-  std::vector<float> rows;   // [tokens so far, width], grows per token up to max_ctx
+  int width = 0;                   // kv_lora_rank + qk_rope: [c ; k^R] of one token
+  MlaCacheFormat format = MlaCacheFormat::F32;
+  std::vector<float> rows;         // f32: [tokens so far, width], grows per token up to max_ctx
+  std::vector<uint16_t> rows_bf16; // bf16: the same rows, each value rounded to nearest even
+  // Values held (width x tokens so far).
+  size_t values() const { return format == MlaCacheFormat::BF16 ? rows_bf16.size() : rows.size(); }
+  uint64_t bytes() const { return uint64_t(rows.size()) * sizeof(float) + uint64_t(rows_bf16.size()) * sizeof(uint16_t); }
 };
 
 struct KdaState {
@@ -34,10 +43,11 @@ class Session {
 
   // Bytes of state held (MLA rows in use, KDA states and windows): what a checkpoint costs.
   uint64_t state_bytes() const {
-    uint64_t floats = 0;
+    uint64_t bytes = 0;
     for (const LayerState& l : layers_)
-      floats += l.mla.rows.size() + l.kda.state.size() + l.kda.conv_q.size() + l.kda.conv_k.size() + l.kda.conv_v.size();
-    return floats * sizeof(float);
+      bytes += l.mla.bytes() +
+               (l.kda.state.size() + l.kda.conv_q.size() + l.kda.conv_k.size() + l.kda.conv_v.size()) * sizeof(float);
+    return bytes;
   }
 
   // The same state in a session that may grow to max_ctx tokens (>= position(); the caller

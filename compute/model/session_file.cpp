@@ -36,7 +36,7 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 128, "session file header is 128 bytes");
 
-enum class Kind : uint32_t { Ids = 1, MlaRows = 2, KdaState = 3, ConvQ = 4, ConvK = 5, ConvV = 6 };
+enum class Kind : uint32_t { Ids = 1, MlaRows = 2, KdaState = 3, ConvQ = 4, ConvK = 5, ConvV = 6, MlaRowsBf16 = 7 };
 
 struct SectionEntry {
   uint32_t layer;  // kNoLayer for the ids
@@ -50,7 +50,8 @@ std::string kind_name(uint32_t kind, uint32_t layer) {
   const std::string at = layer == kNoLayer ? std::string() : "layer " + std::to_string(layer) + " ";
   switch (Kind(kind)) {
     case Kind::Ids: return "token ids";
-    case Kind::MlaRows: return at + "MLA latent cache";
+    case Kind::MlaRows: return at + "MLA latent cache (f32)";
+    case Kind::MlaRowsBf16: return at + "MLA latent cache (bf16)";
     case Kind::KdaState: return at + "KDA recurrent state";
     case Kind::ConvQ: return at + "KDA q conv window";
     case Kind::ConvK: return at + "KDA k conv window";
@@ -76,9 +77,10 @@ std::vector<Section> sections_of(Layers& layers, Ids& ids) {
   for (size_t L = 0; L < layers.size(); ++L) {
     auto& l = layers[L];
     auto add = [&](Kind k, auto& v) {
-      if (!v.empty()) out.push_back({uint32_t(L), k, (void*)v.data(), v.size() * sizeof(float)});
+      if (!v.empty()) out.push_back({uint32_t(L), k, (void*)v.data(), v.size() * sizeof(v[0])});
     };
     add(Kind::MlaRows, l.mla.rows);
+    add(Kind::MlaRowsBf16, l.mla.rows_bf16);
     add(Kind::KdaState, l.kda.state);
     add(Kind::ConvQ, l.kda.conv_q);
     add(Kind::ConvK, l.kda.conv_k);
@@ -184,7 +186,13 @@ SessionFileContents read_session_file(const std::string& path, const Model& mode
   // of the payload is read, so the file sizes nothing.
   std::vector<int32_t> ids(size_t(h.position));
   std::vector<LayerState> layers = model.new_session(max_ctx).layers();
-  for (LayerState& l : layers) l.mla.rows.resize(size_t(h.position) * size_t(l.mla.width));
+  for (LayerState& l : layers) {
+    const size_t values = size_t(h.position) * size_t(l.mla.width);
+    if (l.mla.format == MlaCacheFormat::BF16)
+      l.mla.rows_bf16.resize(values);
+    else
+      l.mla.rows.resize(values);
+  }
   const std::vector<Section> secs = sections_of(layers, ids);
   require(h.sections == secs.size(), what + ": " + std::to_string(h.sections) + " sections, this model's state has " +
                                          std::to_string(secs.size()));

@@ -126,7 +126,7 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     config_ = engine_->config();
     prompt_cache_ = std::make_unique<PromptCache>(
         options_.prompt_cache_bytes ? *options_.prompt_cache_bytes
-                                    : plan::default_prompt_cache_bytes(config_, uint64_t(options_.context)));
+                                    : plan::default_prompt_cache_bytes(config_, engine_->model().mla_cache_format(), uint64_t(options_.context)));
     trunk_bytes_ = engine_->trunk_resident_bytes();
     if (!options_.step_gate.empty())
       step_gate_ = std::make_unique<StepGate>(options_.step_gate, [this] {

@@ -9,8 +9,9 @@
 
 namespace waste::plan {
 
-SessionState session_state(const ModelConfig& c) {
+SessionState session_state(const ModelConfig& c, MlaCacheFormat mla) {
   SessionState s;
+  s.mla_format = mla;
   for (int l = 0; l < c.n_layers; ++l) {
     bool kda = l < int(c.is_kda.size()) && c.is_kda[size_t(l)];
     if (kda) {
@@ -18,14 +19,14 @@ SessionState session_state(const ModelConfig& c) {
       s.kda_state_bytes += p * uint64_t(c.kda_head_dim) * 4;  // heads x K x V, K == V
       s.kda_conv_bytes += 3 * p * uint64_t(std::max(c.conv_kernel - 1, 0)) * 4;
     } else {
-      s.mla_bytes_per_token += uint64_t(c.kv_lora_rank + c.qk_rope) * 4;
+      s.mla_bytes_per_token += uint64_t(c.kv_lora_rank + c.qk_rope) * mla_cache_value_bytes(mla);
     }
   }
   return s;
 }
 
-uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context) {
-  return std::max(kMinPromptCacheBytes, 2 * session_state(c).bytes(context));
+uint64_t default_prompt_cache_bytes(const ModelConfig& c, MlaCacheFormat mla, uint64_t context) {
+  return std::max(kMinPromptCacheBytes, 2 * session_state(c, mla).bytes(context));
 }
 
 namespace {
@@ -121,14 +122,14 @@ MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
   p.context = r.context;
   p.sessions = r.sessions;
   p.trunk_source = r.trunk_source;
-  p.state_per_session = session_state(c);
+  p.state_per_session = session_state(c, r.mla_cache);
   p.trunk = r.trunk_bytes;
   p.session_state = p.state_per_session.bytes(r.context) * r.sessions;
   p.scratch = scratch_bytes(c, r.context, r.sessions, r.http_front_end);
   p.http_front_end = r.http_front_end;
   p.record_stride = r.record_stride;
   p.experts_in_flight = uint64_t(c.top_k) * r.record_stride;
-  p.prompt_cache = r.prompt_cache ? *r.prompt_cache : default_prompt_cache_bytes(c, r.context);
+  p.prompt_cache = r.prompt_cache ? *r.prompt_cache : default_prompt_cache_bytes(c, r.mla_cache, r.context);
   p.vision_weights = r.vision_weight_bytes;
   p.vision_activations = r.vision_activation_bytes;
   p.vision = p.vision_weights + p.vision_activations;

@@ -36,6 +36,7 @@
 
 #include "shared/image/image_budget.h"
 #include "shared/model/config.h"
+#include "shared/model/mla_cache.h"
 #include "shared/platform/memory.h"
 #include "shared/util/option_limits.h"
 
@@ -77,14 +78,16 @@ uint64_t prefill_row_bytes(const ModelConfig& c);
 constexpr int kMaxDefaultWorkingSets = 3;
 
 struct SessionState {
-  uint64_t mla_bytes_per_token = 0;  // all MLA layers
+  MlaCacheFormat mla_format = MlaCacheFormat::F32;
+  uint64_t mla_bytes_per_token = 0;  // all MLA layers, in mla_format
   uint64_t kda_state_bytes = 0;      // all KDA layers: recurrent state
   uint64_t kda_conv_bytes = 0;       // all KDA layers: conv windows
   uint64_t bytes(uint64_t context) const { return mla_bytes_per_token * context + kda_state_bytes + kda_conv_bytes; }
 };
-SessionState session_state(const ModelConfig& c);
+// The MLA cache in `mla` (shared/model/mla_cache.h: bf16 where the trunk's kv_b_proj is quantized).
+SessionState session_state(const ModelConfig& c, MlaCacheFormat mla);
 constexpr uint64_t kMinPromptCacheBytes = 64ull << 20;
-uint64_t default_prompt_cache_bytes(const ModelConfig& c, uint64_t context);
+uint64_t default_prompt_cache_bytes(const ModelConfig& c, MlaCacheFormat mla, uint64_t context);
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end);
 
 // The per-image patch budget the vision encoder uses by default (256 image tokens).
@@ -109,6 +112,7 @@ struct PlanRequest {
   ModelConfig config;
   uint64_t trunk_bytes = 0;     // resident trunk (embedding excluded)
   std::string trunk_source;     // "manifest" or "as stored: <the storage rule's formats>" (a preset)
+  MlaCacheFormat mla_cache = MlaCacheFormat::F32;  // mla_cache_format() of the trunk's kv_b_proj
   uint64_t record_stride = 0;   // bytes of one expert record (slot size)
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default --ctx
   uint32_t sessions = 1;

@@ -74,6 +74,9 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
     const TrunkStorage storage = preset_trunk_storage(o, r.config);
     r.trunk_bytes = trunk_resident_bytes(r.config, storage);
     r.trunk_source = "as stored: " + trunk_storage_text(storage);
+    const std::vector<uint64_t> kv_b = {uint64_t(r.config.n_heads) * uint64_t(r.config.qk_nope + r.config.v_head),
+                                       uint64_t(r.config.kv_lora_rank)};
+    r.mla_cache = mla_cache_format(trunk_storage(TensorRole::Matrix, kv_b, storage).format);
     r.record_stride =
         record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
   } else {
@@ -108,6 +111,7 @@ void run_plan(const PlanOptions& o) {
     j["trunk_source"] = p.trunk_source;
     j["session_state_bytes"] = p.session_state;
     j["session_state"] = {{"mla_bytes_per_token", p.state_per_session.mla_bytes_per_token},
+                          {"mla_format", mla_cache_format_name(p.state_per_session.mla_format)},
                           {"kda_state_bytes", p.state_per_session.kda_state_bytes},
                           {"kda_conv_bytes", p.state_per_session.kda_conv_bytes}};
     j["scratch_bytes"] = p.scratch;
@@ -145,7 +149,8 @@ void run_plan(const PlanOptions& o) {
   std::printf("context %llu tokens x %u session(s)\n", (unsigned long long)p.context, p.sessions);
   line("trunk", p.trunk, p.trunk_source);
   line("session state", p.session_state,
-       "MLA f32 " + std::to_string(p.state_per_session.mla_bytes_per_token) + " B/token, KDA state " +
+       "MLA " + std::string(mla_cache_format_name(p.state_per_session.mla_format)) + " " +
+           std::to_string(p.state_per_session.mla_bytes_per_token) + " B/token, KDA state " +
            plan::format_bytes(p.state_per_session.kda_state_bytes) + " + conv " +
            plan::format_bytes(p.state_per_session.kda_conv_bytes) + " per session");
   line("scratch", p.scratch,

@@ -14,6 +14,7 @@
 #include "compute/model/mla.h"
 #include "compute/model/ops.h"
 #include "tests/support/layer_forward.h"
+#include "shared/util/half.h"
 #include "shared/util/thread_pool.h"
 
 using namespace waste;
@@ -53,6 +54,40 @@ TEST_CASE("MLA scores and weighted sums: SIMD paths = scalar within 1e-5 relativ
       mla_weighted_sum(level, sh.G, p_ref.data(), sh.len, rows.data(), sh.len, sh.width, sh.r, o.data(), sh.r);
       CHECK(rel_err(o, o_ref) <= 1e-5);
       CHECK(o_ref != o0);
+    }
+}
+
+TEST_CASE("MLA kernels over a bf16 cache: each path = the f32 path on the same values (widened), bit for bit") {
+  // A bf16 row widens exactly to f32, and the bf16 kernels then do the f32 kernels' arithmetic
+  // in their order: on the rows rounded to bf16 and stored both ways, every path (scalar
+  // included) gives the same bits from either.
+  std::vector<SimdLevel> levels = simd_levels_of_cpu();
+  levels.push_back(SimdLevel::Scalar);
+  for (const int width : {576, 37, 72})
+    for (SimdLevel level : levels) {
+      CAPTURE(simd_level_name(level));
+      CAPTURE(width);
+      const int r = width - 8, G = 3;
+      const int64_t len = 41;
+      std::mt19937 rng{uint32_t(width)};
+      const std::vector<float> q = randn(size_t(G) * width, rng);
+      const std::vector<float> wide = randn(size_t(len) * width, rng);
+      std::vector<uint16_t> bf16(wide.size());
+      std::vector<float> rounded(wide.size());
+      for (size_t i = 0; i < wide.size(); ++i) {
+        bf16[i] = f32_to_bf16(wide[i]);
+        rounded[i] = bf16_to_f32(bf16[i]);
+      }
+      std::vector<float> p32(size_t(G) * len), p16(p32.size());
+      mla_scores(level, G, q.data(), width, rounded.data(), len, width, 0.1f, p32.data(), len);
+      mla_scores(level, G, q.data(), width, bf16.data(), len, width, 0.1f, p16.data(), len);
+      CHECK(p16 == p32);
+      for (int g = 0; g < G; ++g) softmax(&p32[size_t(g) * len], int(len));
+      std::vector<float> o32(size_t(G) * r, 0.5f), o16 = o32;
+      mla_weighted_sum(level, G, p32.data(), len, rounded.data(), len, width, r, o32.data(), r);
+      mla_weighted_sum(level, G, p32.data(), len, bf16.data(), len, width, r, o16.data(), r);
+      CHECK(o16 == o32);
+      CHECK(o32 != std::vector<float>(size_t(G) * r, 0.5f));
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <filesystem>
@@ -31,16 +32,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   // An empty vector's data() may be null, which memcmp may not be given (UBSan), even for 0 bytes.
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 bool same_state(const Session& a, const Session& b) {
   if (a.position() != b.position() || a.layers().size() != b.layers().size()) return false;
   for (size_t L = 0; L < a.layers().size(); ++L) {
     const LayerState &x = a.layers()[L], &y = b.layers()[L];
-    if (!same_bits(x.mla.rows, y.mla.rows) || !same_bits(x.kda.state, y.kda.state) || !same_bits(x.kda.conv_q, y.kda.conv_q) ||
+    if (!same_bits(x.mla.rows, y.mla.rows) || !same_bits(x.mla.rows_bf16, y.mla.rows_bf16) || !same_bits(x.kda.state, y.kda.state) || !same_bits(x.kda.conv_q, y.kda.conv_q) ||
         !same_bits(x.kda.conv_k, y.kda.conv_k) || !same_bits(x.kda.conv_v, y.kda.conv_v))
       return false;
   }
@@ -182,6 +184,41 @@ TEST_CASE("session file: round trip continues bit-identically, no prefill") {
     CHECK(e.state.position() == 0);
     CHECK(!e.unfed.has_value());
   }
+}
+
+TEST_CASE("a bf16 MLA cache: half the bytes, logits near the f32 cache's, its session file round-trips and is refused by an f32 model") {
+  // Fixture checkpoints hold bf16 kv_b_proj (lossless): their sessions keep f32. A quantized trunk
+  // gets bf16 (shared/model/mla_cache.h); here it is set by hand to compare the two.
+  Family f("deepseek-v3");
+  CHECK(f.model.mla_cache_format() == MlaCacheFormat::F32);
+  TempDir tmp;
+  const std::span<const int32_t> ids(f.ids);
+  Session s32 = f.model.new_session(64);
+  f.model.set_mla_cache_format(MlaCacheFormat::BF16);
+  Session s16 = f.model.new_session(64);
+  std::vector<float> l32(size_t(f.vocab())), l16(l32.size());
+  f.model.forward(s32, ids.first(12), l32.data());
+  f.model.forward(s16, ids.first(12), l16.data());
+  CHECK(s16.state_bytes() * 2 == s32.state_bytes());  // deepseek-v3: MLA layers only
+  double worst = 0;
+  for (size_t i = 0; i < l32.size(); ++i) worst = std::max(worst, double(std::fabs(l32[i] - l16[i])));
+  MESSAGE("bf16 cache: max |logit diff| ", worst, " after 12 tokens");
+  CHECK(worst > 0);        // the rounding is real ...
+  CHECK(worst <= 0.1);     // ... and small (docs/LEARNED.md: 0.04 at most on 40 rows)
+  CHECK(std::max_element(l32.begin(), l32.end()) - l32.begin() == std::max_element(l16.begin(), l16.end()) - l16.begin());
+
+  const std::string path = tmp / "s16.session";
+  write_session_file(path, f.model, kContainerId, s16, ids.first(12), std::nullopt);
+  SessionFileContents back = read_session_file(path, f.model, kContainerId, 64);
+  CHECK(same_state(back.state, s16));
+  CHECK(same_bits(f.continue_greedy(back.state, ids[12], 3), f.continue_greedy(s16, ids[12], 3)));
+
+  f.model.set_mla_cache_format(MlaCacheFormat::F32);
+  const std::string why = refusal([&] { read_session_file(path, f.model, kContainerId, 64); });
+  CHECK(why.find("MLA latent cache (bf16)") != std::string::npos);
+  CHECK(why.find("MLA latent cache (f32)") != std::string::npos);
+  // A checkpoint of the other type is refused too (the prompt cache restores through this).
+  CHECK_THROWS_AS(f.model.restore_session(64, s16.position(), s16.layers()), Error);
 }
 
 TEST_CASE("session file: damaged, truncated, foreign, other-version, oversized and symlinked files are refused by name") {

@@ -21,6 +21,7 @@ PlanRequest preset_request(const std::string& name) {
   PlanRequest r;
   r.config = ModelConfig::from_json(preset_config_json(name), name);
   r.trunk_bytes = trunk_resident_bytes(r.config, TrunkStorage{});
+  r.mla_cache = MlaCacheFormat::BF16;  // q4g matrices, kv_b_proj included (shared/model/mla_cache.h)
   r.record_stride =
       record_layout(TensorFormat::VQ3R, uint32_t(r.config.expert_hidden()), uint32_t(r.config.moe_intermediate)).stride;
   return r;
@@ -42,8 +43,9 @@ TEST_CASE("Kimi-Linear-48B: records, working set and session state match MODELS.
   CHECK_GE(r.record_stride, 2654208);
   CHECK_LE(r.record_stride, 2654208 + 16384);
   CHECK_EQ(r.record_stride % 4096, 0);
-  SessionState s = session_state(r.config);
-  CHECK_EQ(s.mla_bytes_per_token, 7 * 576 * 4);       // 7 MLA layers, f32 latent + rope key
+  SessionState s = session_state(r.config, r.mla_cache);
+  CHECK_EQ(s.mla_bytes_per_token, 7 * 576 * 2);       // 7 MLA layers, bf16 latent + rope key (q4g trunk)
+  CHECK_EQ(session_state(r.config, MlaCacheFormat::F32).mla_bytes_per_token, 7 * 576 * 4);  // lossless trunk
   CHECK_EQ(s.kda_state_bytes, 20ull * 2 * MiB);       // 20 KDA layers x 32x128x128 f32
   CHECK_EQ(s.kda_conv_bytes, 20ull * 3 * 4096 * 3 * 4);
   // Trunk as stored by default (q4g-32 matrices, 4.5 bits a weight: ~1.06 GiB; q8g head, f32
@@ -76,9 +78,9 @@ TEST_CASE("Kimi K3: per-token routed read is 16.98 GiB (MODELS.md 7.3)") {
   CHECK(payload / GiB == doctest::Approx(16.98).epsilon(0.001));
   CHECK_GE(double(p.working_set_bytes), payload);
   CHECK_LE(double(p.working_set_bytes), payload * 1.005);
-  SessionState s = session_state(r.config);
+  SessionState s = session_state(r.config, r.mla_cache);
   CHECK_EQ(s.kda_state_bytes, 69ull * 6 * MiB);       // 414 MiB
-  CHECK_EQ(s.mla_bytes_per_token, 24 * 576 * 4);      // NoPE MLA still caches the 64-dim key part
+  CHECK_EQ(s.mla_bytes_per_token, 24 * 576 * 2);      // NoPE MLA still caches the 64-dim key part (bf16)
   // Trunk as `waste convert` stores it by default: q4g-32 matrices (4.5 bits a weight with the
   // f16 scales), a q8g-32 head (8.5 bits), f32 routers (92 x 896 x 7168), f32 vectors, the
   // embedding on disk: 31.60 GiB (a uniform 4.0 bpw trunk would be 26.42 GiB, MODELS.md 7.3).
@@ -130,10 +132,11 @@ TEST_CASE("Kimi K3: per-token routed read is 16.98 GiB (MODELS.md 7.3)") {
   CHECK_EQ(p.cache, 3 * p.working_set_bytes);
 }
 
-TEST_CASE("Kimi K2: MLA latent cache in f32 is 140,544 B per token") {
+TEST_CASE("Kimi K2: MLA latent cache in bf16 is 70,272 B per token (140,544 in f32)") {
   PlanRequest r = preset_request("kimi-k2");
-  CHECK_EQ(session_state(r.config).mla_bytes_per_token, 61 * 2304);
-  CHECK_EQ(session_state(r.config).kda_state_bytes, 0);
+  CHECK_EQ(session_state(r.config, r.mla_cache).mla_bytes_per_token, 61 * 1152);
+  CHECK_EQ(session_state(r.config, MlaCacheFormat::F32).mla_bytes_per_token, 61 * 2304);
+  CHECK_EQ(session_state(r.config, r.mla_cache).kda_state_bytes, 0);
   MemoryPlan p = make_plan(r, ram(512 * GiB));
   CHECK_EQ(p.working_set_records, 8 * 60);
 }
@@ -181,7 +184,7 @@ TEST_CASE("more context and sessions raise the floor by the per-token state") {
   r.context = 2000;
   r.sessions = 2;
   MemoryPlan b = make_plan(r, ram(64 * GiB));
-  SessionState s = session_state(r.config);
+  SessionState s = session_state(r.config, r.mla_cache);
   CHECK_EQ(b.session_state, 2 * s.bytes(2000));
   CHECK_GT(b.scratch, a.scratch);
 }
