@@ -3,7 +3,6 @@
 // so WASTE_SIMD=scalar reproduces those results bit for bit.
 #include "compute/model/attention_kernels.h"
 
-#include "shared/util/half.h"
 
 namespace waste {
 
@@ -38,9 +37,6 @@ void kda_step_columns_scalar(int K, int c0, int c1, const float* q, const float*
 
 namespace {
 
-inline float value(const float* p) { return *p; }
-inline float value(const uint16_t* p) { return bf16_to_f32(*p); }
-
 template <class Row>
 void scores_reference(int G, const float* q, int64_t q_stride, const Row* rows, int64_t len, int width, float scale,
                       float* p, int64_t p_stride) {
@@ -49,7 +45,7 @@ void scores_reference(int G, const float* q, int64_t q_stride, const Row* rows, 
     for (int g = 0; g < G; ++g) {
       const float* qh = q + g * q_stride;
       double dot = 0;  // the reference sums in double, in index order
-      for (int i = 0; i < width; ++i) dot += double(qh[i]) * value(kr + i);
+      for (int i = 0; i < width; ++i) dot += double(qh[i]) * row_value(kr + i);
       p[g * p_stride + s] = float(dot) * scale;
     }
   }
@@ -63,7 +59,7 @@ void weighted_sum_reference(int G, const float* p, int64_t p_stride, const Row* 
     for (int g = 0; g < G; ++g) {
       const float ps = p[g * p_stride + s];
       float* og = o + g * o_stride;
-      for (int i = 0; i < r; ++i) og[i] += ps * value(cs + i);
+      for (int i = 0; i < r; ++i) og[i] += ps * row_value(cs + i);
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "shared/util/cpu.h"
+#include "shared/util/half.h"
 
 namespace waste {
 
@@ -40,6 +41,10 @@ void mla_weighted_sum(SimdLevel level, int G, const float* p, int64_t p_stride, 
 
 // The per-path entry points (attention_kernels*.cpp); the dispatchers above choose one.
 namespace attention_paths {
+// One cached value as f32: f32 as it is, bf16 widened exactly (the scalar paths and the SIMD
+// paths' tails share it).
+inline float row_value(const float* p) { return *p; }
+inline float row_value(const uint16_t* p) { return bf16_to_f32(*p); }
 // Columns [c0, c1) of kda_step in the scalar order; the SIMD paths use it for a tail of
 // fewer columns than a vector holds.
 void kda_step_columns_scalar(int K, int c0, int c1, const float* q, const float* k, const float* v,

@@ -8,7 +8,6 @@
 
 #include "compute/model/attention_kernels.h"
 #include "shared/kernels/vector_ops_simd.h"
-#include "shared/util/half.h"
 
 namespace waste::attention_paths {
 namespace {
@@ -53,9 +52,6 @@ template <class Isa>
   for (; c0 + L <= K; c0 += L) kda_block<Isa, 1>(K, c0, q, k, v, alpha, beta, S, o);
   if (c0 < K) kda_step_columns_scalar(K, c0, K, q, k, v, alpha, beta, S, o);
 }
-
-inline float row_value(const float* p) { return *p; }
-inline float row_value(const uint16_t* p) { return bf16_to_f32(*p); }
 
 // A cache row's values as f32 vectors: f32 rows load as they are, bf16 rows (the cache of a
 // quantized trunk, shared/model/mla_cache.h) widen exactly.

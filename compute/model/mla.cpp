@@ -164,15 +164,15 @@ void mla_attend(const ModelConfig& c, const MlaWeights& w, const Rope& rope, flo
     std::vector<float> pr(size_t(G) * len);
     const float* q = &qabs[(size_t(t) * H + h0) * width];
     float* o = &latent_out[(size_t(t) * H + h0) * r];
-    if (cache.format == MlaCacheFormat::BF16) {
-      mla_scores(level, G, q, width, cache.rows_bf16.data(), len, width, softmax_scale, pr.data(), len);
+    auto attend = [&](const auto* rows) {  // f32 or bf16 rows (shared/model/mla_cache.h)
+      mla_scores(level, G, q, width, rows, len, width, softmax_scale, pr.data(), len);
       for (int g = 0; g < G; ++g) softmax(&pr[size_t(g) * len], int(len));
-      mla_weighted_sum(level, G, pr.data(), len, cache.rows_bf16.data(), len, width, r, o, r);
-    } else {
-      mla_scores(level, G, q, width, cache.rows.data(), len, width, softmax_scale, pr.data(), len);
-      for (int g = 0; g < G; ++g) softmax(&pr[size_t(g) * len], int(len));
-      mla_weighted_sum(level, G, pr.data(), len, cache.rows.data(), len, width, r, o, r);
-    }
+      mla_weighted_sum(level, G, pr.data(), len, rows, len, width, r, o, r);
+    };
+    if (cache.format == MlaCacheFormat::BF16)
+      attend(cache.rows_bf16.data());
+    else
+      attend(cache.rows.data());
   });
 }
 

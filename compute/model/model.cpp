@@ -97,6 +97,7 @@ Model Model::create(const WeightSource& weights, ExpertSource& experts, const Mo
   m.softmax_scale_ = mla_softmax_scale(c);
   const Loader ld{weights};
   const int64_t D = c.hidden;
+  bool saw_mla = false;  // the first MLA layer decides the cache type
   const bool kimi = c.arch != Arch::DeepseekV3;
   for (int L = 0; L < c.n_layers; ++L) {
     const std::string p = "model.layers." + std::to_string(L) + ".";
@@ -112,8 +113,8 @@ Model Model::create(const WeightSource& weights, ExpertSource& experts, const Mo
       l.mla = load_mla(ld, c, p + "self_attn.");
       // The first MLA layer's kv_b_proj decides the cache's type (shared/model/mla_cache.h), as
       // the planner reads it from the manifest.
-      if (!m.saw_mla_) m.mla_cache_ = waste::mla_cache_format(l.mla.kv_b.format);
-      m.saw_mla_ = true;
+      if (!saw_mla) m.mla_cache_ = waste::mla_cache_format(l.mla.kv_b.format);
+      saw_mla = true;
     } else
       l.kda = load_kda(ld, c, p + "self_attn.");
     l.is_moe = c.is_moe_layer(L);

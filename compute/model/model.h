@@ -164,7 +164,6 @@ class Model {
   MatrixView lm_head_;
   int lookahead_ = 0;
   MlaCacheFormat mla_cache_ = MlaCacheFormat::F32;  // the sessions' MLA cache (shared/model/mla_cache.h)
-  bool saw_mla_ = false;
   // Where feed_forward reports faulted rows during the forward in progress (one forward at a
   // time uses a Model); nullptr: a lost expert throws.
   mutable std::vector<RowFault>* faults_ = nullptr;
