@@ -22,7 +22,7 @@ struct CacheBudget {
 // prompt-cache bytes (or "auto") and the most patches one image may take.
 struct ComputeShape {
   uint64_t context = uint64_t(limits::kDefaultContextTokens);
-  uint32_t sessions = 1;
+  uint32_t sessions = uint32_t(limits::kDefaultLiveSessions);
   bool http_front_end = false;  // waste-serve runs beside compute (plan::PlanRequest::http_front_end)
   std::string prompt_cache = "auto";
   uint64_t image_patches = kDefaultImagePatches;

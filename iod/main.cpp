@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   namespace lim = waste::limits;
   app.add_option("--ctx", o.context, "compute's --ctx, whose session state the planner counts (4096)")
       ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
-  app.add_option("--sessions", o.sessions, "sessions the planner counts at that context (1)")
+  app.add_option("--sessions", o.sessions, "compute's --sessions: session states in memory at once, which the planner counts (1)")
       ->check(CLI::Range(1, lim::kMaxSessions));
   app.add_flag("--http-front-end", o.http_front_end,
                "the instance runs waste-serve beside compute (waste up --http): the planner counts its memory");

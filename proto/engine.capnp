@@ -168,6 +168,10 @@ struct EngineStats {
   prefetchIssued @21 :UInt64;  # expert records read on a lookahead hint
   prefetchUsed @22 :UInt64;    # ... that a lookup then asked for
   prefetchWasted @23 :UInt64;  # ... evicted before any lookup asked for them
+  liveSessions @24 :UInt32;    # session states in memory (the rest parked on disk or empty)
+  maxLiveSessions @25 :UInt32; # the most at once (--sessions: what the memory plan counts)
+  parked @26 :UInt64;          # idle sessions' states written to disk to make room
+  unparked @27 :UInt64;        # parked states read back for their session's next request
 }
 struct PromptCacheStats {
   budgetBytes @0 :UInt64;     # 0: the prompt cache is off

@@ -163,7 +163,11 @@ int32_t EngineService::next_id(Job& j) {
 }
 
 void EngineService::ensure_model_session(SessionState& s) {
-  if (!s.model) s.model.emplace(engine_->new_session(s.context));
+  if (s.model) return;
+  if (!s.parked.empty())
+    unpark(s);
+  else
+    s.model.emplace(engine_->new_session(s.context));
 }
 
 void EngineService::fail(Job& j, const std::string& error, ErrorKind kind, std::string param) {

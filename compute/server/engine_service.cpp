@@ -17,6 +17,9 @@ namespace waste::server {
 EngineService::EngineService(const ServiceOptions& o) : options_(o), started_(Clock::now()) {
   require(options_.max_sessions >= 1, "--max-sessions must be at least 1");
   require(options_.max_queued >= 1, "max queued requests must be at least 1");
+  require(options_.live_sessions >= 1 && options_.live_sessions <= options_.max_sessions,
+          "--sessions " + std::to_string(options_.live_sessions) + " must be from 1 to --max-sessions (" +
+              std::to_string(options_.max_sessions) + ")");
   require(options_.context >= 2, "--ctx must be at least 2 tokens");
   require(options_.max_batch >= 0, "--max-batch must not be negative");
   if (options_.max_context <= 0) options_.max_context = options_.context;
@@ -152,10 +155,13 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
       std::unique_lock lk(mu_);
       // The step gate (a test hook) holds the steps; a cancel still ends its request then.
       auto gate_holds = [&] { return step_gate_ && !step_gate_->open(); };
-      auto any_cancelled = [&] { return std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return j->cancel->load(); }); };
+      auto cancelled = [](const auto& j) { return j->cancel->load(); };
+      auto any_cancelled = [&] {
+        return std::any_of(jobs.begin(), jobs.end(), cancelled) || std::any_of(waiting_.begin(), waiting_.end(), cancelled);
+      };
       auto has_work = [&] {
         return stopping_ || !incoming_.empty() || !control_.empty() ||
-               (!jobs.empty() && gate == 0 && (!gate_holds() || any_cancelled()));
+               (!jobs.empty() && gate == 0 && (!gate_holds() || any_cancelled())) || (!waiting_.empty() && any_cancelled());
       };
       if (jobs.empty() || gate > 0 || gate_holds()) {
         // Idle: wake now and then to ask iod whether it is there (ping_iod_if_idle).
@@ -176,24 +182,33 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
         if (all_behind) wake_.wait_for(lk, std::chrono::milliseconds(2), has_work);
       }
       if (stopping_) break;
-      for (auto& j : incoming_) jobs.push_back(std::move(j));
+      for (auto& j : incoming_) waiting_.push_back(std::move(j));
       incoming_.clear();
       control.swap(control_);
-      running_ = int(jobs.size());
-      if (gate > 0 && jobs.size() >= gate) gate = 0;
     }
     busy_since_ns_.store(steady_ns(), std::memory_order_relaxed);
     for (auto& f : control) f();  // session control runs while the gate holds the steps
+    // Control (load, save) may have brought states into memory; then the waiting requests
+    // start while their sessions can have one (session_parking.cpp).
+    enforce_live_limit(jobs);
+    admit(jobs);
+    if (gate > 0 && jobs.size() >= gate) gate = 0;
     if (gate == 0 && !jobs.empty()) {
       if (!step_gate_ || step_gate_->take())
         run_round(jobs);
       else
         end_cancelled(jobs);
     }
+    // A request that ended may have freed the state a waiting one needs: admitted now, the
+    // loop steps it instead of sleeping with it queued.
+    if (!waiting_.empty()) admit(jobs);
     busy_since_ns_.store(0, std::memory_order_relaxed);
   }
   step_gate_.reset();  // its reader thread wakes this worker: gone before the worker is
+  for (auto& j : waiting_) finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
+  waiting_.clear();
   for (auto& j : jobs) finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
+  remove_park_dir();
   {
     std::lock_guard lk(mu_);
     for (auto& j : incoming_) {

@@ -50,7 +50,12 @@ struct ServiceOptions {
   std::string iod_socket;          // empty: experts read in-process
   int64_t context = limits::kDefaultContextTokens;  // a session's default context
   int64_t max_context = 0;         // the most a session may ask for; 0: = context
-  int max_sessions = 16;
+  int max_sessions = limits::kDefaultMaxSessions;  // open sessions at most
+  // Session states held in memory at once (--sessions): the memory planner counts this many.
+  // A request whose session has no state in memory waits until one is free; an idle session's
+  // state is parked in a file under park_dir to make room, and read back at its next request.
+  int live_sessions = limits::kDefaultLiveSessions;
+  std::string park_dir;            // where parked states go (a private directory is made in it); empty: $TMPDIR or /var/tmp
   int max_queued = 32;             // generate requests waiting or running at once
   int prefill_chunk = 128;          // prompt tokens per step when no other session is decoding
   int prefill_chunk_beside_decoders = 32;  // ... and when some are: bounds their wait per token
@@ -273,7 +278,21 @@ class EngineService {
   void failed_with(Job& j, const std::exception& e);  // fail() with e's message, kind and param
   void ensure_model_session(SessionState& s);
   void vision_main();
-  void check_admission_locked(const SessionState& s) const;  // under mu_  // runs the tower for jobs with images, then queues them for the worker
+  void check_admission_locked(const SessionState& s) const;  // under mu_
+
+  // Session states in memory (session_parking.cpp; worker only). Live: a session whose state
+  // is in memory, or whose running job will make one. At most options_.live_sessions.
+  size_t live_states(const std::vector<std::shared_ptr<Job>>& jobs) const;
+  // Parks the least recently used idle live session; false when every live state is running.
+  bool park_one_idle(const std::vector<std::shared_ptr<Job>>& jobs);
+  // After control calls (load, save) may have made states: parks idle ones down to the limit.
+  void enforce_live_limit(const std::vector<std::shared_ptr<Job>>& jobs);
+  // Moves waiting jobs to `jobs` in arrival order while their sessions can have a state;
+  // ends cancelled waiting jobs.
+  void admit(std::vector<std::shared_ptr<Job>>& jobs);
+  void park(SessionState& s);    // its state to a file, out of memory
+  void unpark(SessionState& s);  // ... and back (the file is removed)
+  void remove_park_dir();        // at exit: every parked file and the directory
 
   ServiceOptions options_;
   IodHealth iod_health_;                       // written by the worker's iod calls, read by health()
@@ -295,6 +314,11 @@ class EngineService {
   uint64_t next_session_ = 1;
   std::vector<std::shared_ptr<SessionState>> sessions_;
   std::deque<std::shared_ptr<Job>> incoming_;
+  std::deque<std::shared_ptr<Job>> waiting_;  // worker: queued until their session can have a state
+  std::string park_dir_;                      // worker: the private directory of parked states, once made
+  uint64_t use_clock_ = 0;                    // worker: orders sessions by last use (parking picks the oldest)
+  uint32_t live_ = 0;                         // under mu_: live states as of the worker's last admission
+  uint64_t parked_ = 0, unparked_ = 0;        // under mu_
   std::deque<std::function<void()>> control_;  // reset/save/load/eval/close, run on the worker
   int queued_ = 0, running_ = 0;
   uint64_t requests_ = 0, failed_ = 0, prompt_tokens_ = 0, tokens_ = 0;

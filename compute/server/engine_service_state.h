@@ -3,6 +3,8 @@
 // users of EngineService.
 #pragma once
 #include <chrono>
+#include <unistd.h>
+
 #include <cstdint>
 
 #include "compute/server/engine_service.h"
@@ -26,11 +28,15 @@ struct EngineService::SessionState {
   std::optional<Session> model;
   std::vector<int32_t> fed;      // ids in the model state, in order
   std::optional<int32_t> unfed;  // the last sampled id, fed before the next prompt
+  std::string parked;            // the file its state is parked in (model empty), or empty
+  uint64_t last_used = 0;        // the worker's use clock when a request of it last started
   bool empty() const { return fed.empty() && !unfed; }
   void forget() {
     model.reset();
     fed.clear();
     unfed.reset();
+    if (!parked.empty()) ::unlink(parked.c_str());
+    parked.clear();
   }
   // under mu_
   int64_t position = 0;          // fed + unfed

@@ -29,6 +29,10 @@ ServiceStats EngineService::stats() const {
   st.uptime_seconds = seconds_between(started_, Clock::now());
   st.sessions = uint32_t(sessions_.size());
   st.max_sessions = uint32_t(options_.max_sessions);
+  st.live_sessions = live_;
+  st.max_live_sessions = uint32_t(options_.live_sessions);
+  st.parked = parked_;
+  st.unparked = unparked_;
   st.queued = uint32_t(queued_);
   st.running = uint32_t(running_);
   st.max_queued = uint32_t(options_.max_queued);

@@ -103,7 +103,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
   app.add_option("--threads", threads, "compute threads (default: all cores, or WASTE_THREADS)")
       ->check(CLI::Range(1, lim::kMaxThreads));
-  app.add_option("--max-sessions", so.max_sessions, "open sessions at most (16)")->check(CLI::Range(1, lim::kMaxSessions));
+  app.add_option("--max-sessions", so.max_sessions, "open sessions at most (" + std::to_string(lim::kDefaultMaxSessions) + ")")->check(CLI::Range(1, lim::kMaxSessions));
+  app.add_option("--sessions", so.live_sessions,
+                 "session states in memory at once, what the memory plan counts (iod --sessions; " +
+                     std::to_string(lim::kDefaultLiveSessions) +
+                     "): other sessions' requests wait, and idle sessions' states are parked on disk")
+      ->check(CLI::Range(1, lim::kMaxSessions));
+  app.add_option("--park-dir", so.park_dir,
+                 "directory for parked session states (a private directory is made in it; default: $TMPDIR or /var/tmp)");
   app.add_option("--max-queued", so.max_queued, "generate requests queued or running at most (32)")
       ->check(CLI::Range(1, lim::kMaxQueued));
   app.add_option("--chunk", so.prefill_chunk, "prefill chunk in tokens when no session is decoding (128)")

@@ -1,6 +1,8 @@
 // EngineService's session files: a session's state saved and loaded (on the worker).
 #include "compute/server/engine_service.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "compute/model/session_file.h"
@@ -43,6 +45,8 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
         SessionFileContents f = read_session_file(path, engine_->model(), engine_->container().container_id(), s->context);
         FileResult r;
         r.bytes = std::filesystem::file_size(path);
+        if (!s->parked.empty()) ::unlink(s->parked.c_str());  // replaced by the file's state
+        s->parked.clear();
         s->model.emplace(std::move(f.state));
         s->fed = std::move(f.ids);
         s->unfed = f.unfed;

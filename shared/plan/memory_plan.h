@@ -115,7 +115,7 @@ struct PlanRequest {
   MlaCacheFormat mla_cache = MlaCacheFormat::F32;  // mla_cache_format() of the trunk's kv_b_proj
   uint64_t record_stride = 0;   // bytes of one expert record (slot size)
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default --ctx
-  uint32_t sessions = 1;
+  uint32_t sessions = uint32_t(limits::kDefaultLiveSessions);  // session states in memory at once
   bool http_front_end = false;     // the instance runs waste-serve (waste up --http): its base counts
   std::optional<uint64_t> budget;  // total bytes; nullopt = auto
   std::optional<uint64_t> prompt_cache;  // bytes; nullopt = default_prompt_cache_bytes

@@ -13,6 +13,14 @@
   X(uint32_t, sessions, "sessions", "/sessions", Gauge, "sessions", "waste_sessions", 1, "Open sessions.")            \
   X(uint32_t, max_sessions, "maxSessions", "/max_sessions", Gauge, "sessions", "waste_sessions_max", 1,               \
     "The most sessions open at once (--max-sessions).")                                                               \
+  X(uint32_t, live_sessions, "liveSessions", "/live_sessions", Gauge, "sessions", "waste_sessions_live", 1,           \
+    "Session states in memory (the rest are parked on disk or empty).")                                               \
+  X(uint32_t, max_live_sessions, "maxLiveSessions", "/max_live_sessions", Gauge, "sessions", "waste_sessions_live_max", \
+    1, "The most session states in memory at once (--sessions; the memory plan counts them).")                       \
+  X(uint64_t, parked, "parked", "/parked", Counter, "states", "waste_sessions_parked_total", 1,                       \
+    "Idle sessions' states written to disk to make room for another's.")                                             \
+  X(uint64_t, unparked, "unparked", "/unparked", Counter, "states", "waste_sessions_unparked_total", 1,               \
+    "Parked states read back for their session's next request.")                                                     \
   X(uint32_t, queued, "queued", "/queued", Gauge, "requests", "waste_requests_queued", 1,                             \
     "Generate requests queued or running.")                                                                           \
   X(uint32_t, running, "running", "/running", Gauge, "requests", "waste_requests_running", 1,                         \

@@ -58,7 +58,7 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
   std::optional<Instance> gated;
   {
     const ScopedEnv hook({{"WASTE_COMPUTE_TEST_START_GATE", "2"}});
-    gated.emplace("--max-sessions 3");
+    gated.emplace("--max-sessions 3 --sessions 2");  // two states in memory: the two requests share steps
   }
   Instance& inst = *gated;
   REQUIRE_MESSAGE(inst.ok(), inst.why());
@@ -184,8 +184,84 @@ TEST_CASE("engine: two clients at once get exactly the tokens each gets alone; l
   }
 }
 
+TEST_CASE("engine: more open sessions than states in memory: idle states are parked on disk and come back exact") {
+  // --sessions 1: compute holds one session state in memory (what the memory plan counts).
+  // The park directory is a fresh one of the test's, so what compute leaves there is visible.
+  TempDir park;
+  Instance inst("--max-sessions 4 --sessions 1 --park-dir " + park.path());
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  const std::string where = inst.run_dir();
+  client::Client c(where);
+  const auto engine = [&] { return c.stats()["engine"]; };
+  const auto turn = [](client::Session& s, const std::string& text, uint32_t n) {
+    std::vector<int32_t> ids;
+    s.generate(greedy(text, n), [&](int32_t id, std::string_view) {
+      if (id >= 0) ids.push_back(id);
+      return true;
+    });
+    return ids;
+  };
+  CHECK(engine()["max_live_sessions"].get<int>() == 1);
+
+  // The reference: one conversation of two turns with nothing in between.
+  auto ref = c.open_session();
+  turn(*ref, "First turn", 8);
+  const std::vector<int32_t> ref_second = turn(*ref, " and then", 12);
+  ref.reset();
+
+  // The same conversation with another session's turn between its two turns: that turn needs
+  // the one state, so A's idle state goes to disk, and A's second turn reads it back.
+  auto a = c.open_session(), b = c.open_session();
+  const uint64_t parked0 = engine()["parked"].get<uint64_t>(), unparked0 = engine()["unparked"].get<uint64_t>();
+  turn(*a, "First turn", 8);
+  turn(*b, "Something else entirely", 6);
+  CHECK(engine()["parked"].get<uint64_t>() == parked0 + 1);  // A's, for B
+  CHECK(engine()["live_sessions"].get<int>() == 1);
+  {
+    // While parked, the state is a file in compute's private directory under --park-dir.
+    size_t files = 0;
+    for (const auto& d : std::filesystem::directory_iterator(park.path()))
+      for (const auto& f : std::filesystem::directory_iterator(d.path())) files += f.is_regular_file() ? 1 : 0;
+    CHECK(files == 1);
+  }
+  CHECK(turn(*a, " and then", 12) == ref_second);
+  CHECK(engine()["unparked"].get<uint64_t>() == unparked0 + 1);
+  CHECK(engine()["parked"].get<uint64_t>() == parked0 + 2);  // B's, for A
+
+  // A parked session saves (its state is read back for it) and a closed one leaves no file.
+  const std::string path = inst.run_dir() + "/parked.session";
+  CHECK(b->save(path).tokens == uint64_t(b->stats()["position"].get<int64_t>()));
+  b.reset();
+  a.reset();
+
+  // Two requests at once with one state: the second waits for the first to end (never a
+  // step with both), and both get what they get alone.
+  const client::Request r1 = greedy("The quick brown fox", 24), r2 = greedy("Once upon a time", 16);
+  const Generated alone1 = run_alone(where, r1), alone2 = run_alone(where, r2);
+  Generated both1, both2;
+  std::string err1, err2;
+  const uint64_t batches0 = engine()["batches"].get<uint64_t>(), in_batches0 = engine()["batched_sessions"].get<uint64_t>();
+  std::thread t1([&] {
+    try { both1 = run_alone(where, r1); } catch (const std::exception& e) { err1 = e.what(); }
+  });
+  std::thread t2([&] {
+    try { both2 = run_alone(where, r2); } catch (const std::exception& e) { err2 = e.what(); }
+  });
+  t1.join();
+  t2.join();
+  REQUIRE_MESSAGE(err1.empty(), err1);
+  REQUIRE_MESSAGE(err2.empty(), err2);
+  CHECK(both1.ids == alone1.ids);
+  CHECK(both2.ids == alone2.ids);
+  CHECK(engine()["batched_sessions"].get<uint64_t>() - in_batches0 == engine()["batches"].get<uint64_t>() - batches0);
+
+  // Stopped, compute removes its directory of parked states.
+  inst.stop();
+  CHECK(std::filesystem::is_empty(park.path()));
+}
+
 TEST_CASE("engine: kill -9 of compute mid-generation fails the client, the supervisor restarts it, iod stays warm") {
-  Instance inst;
+  Instance inst("--sessions 2");  // two requests in one step when iod dies
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   const std::string where = inst.run_dir();
   const client::Request probe = greedy("Warm the cache", 24);
@@ -453,7 +529,7 @@ void check_one_record_fault(bool eio) {
   std::optional<Instance> gated;
   {
     const ScopedEnv hook({{"WASTE_COMPUTE_TEST_START_GATE", "2"}});
-    gated.emplace("--max-sessions 3", "512M", "tiny-kimi-linear", damage);
+    gated.emplace("--max-sessions 3 --sessions 2", "512M", "tiny-kimi-linear", damage);
   }
   Instance& inst = *gated;
   REQUIRE_MESSAGE(inst.ok(), inst.why());

@@ -73,7 +73,12 @@ class Instance {
   }
   ~Instance() {
     if (teardown_) unregister_teardown(teardown_);
+    stop();
+  }
+  // `down` now (what the destructor does; then again is nothing).
+  void stop() {
     if (up_ok_) run_command(supervise() + " down --run-dir " + run_);
+    up_ok_ = false;
   }
   static std::string supervise() { return "python3 " + env_or("WASTE_SUPERVISE", "tools/waste-supervise"); }
 

@@ -220,6 +220,7 @@ class Options(Base):
         cases = [("--ctx", "0", "1 to 16777216"), ("--ctx", "-5", "1 to 16777216"), ("--ctx", "1.5", "1 to 16777216"),
                  ("--threads", "0", "1 to 1024"), ("--threads", "1025", "1 to 1024"),
                  ("--slots", "0", "1 to 4294967295"), ("--max-sessions", "0", "1 to 4096"),
+                 ("--sessions", "0", "1 to 4096"),
                  ("--max-batch", "-1", "0 to 4096"), ("--image-patches", "2", "4 to 16384"),
                  ("--iod-timeout", "0", "1 to 3600000"), ("--wedge-timeout", "-1", "0 for never"),
                  ("--wedge-timeout", "nan", "0 for never"), ("--wedge-timeout", "inf", "0 for never"),
@@ -235,15 +236,24 @@ class Options(Base):
                 self.assertFalse(os.path.exists(self.run_dir))  # nothing started
 
     def test_values_in_range_reach_the_children(self):
-        r = self.up("--ctx", "256", "--threads", "2", "--max-batch", "0", "--wedge-timeout", "0", "--max-sessions", "3")
+        r = self.up("--ctx", "256", "--threads", "2", "--max-batch", "0", "--wedge-timeout", "0", "--max-sessions", "3",
+                    "--sessions", "2")
         self.assertEqual(r.returncode, 0, r.stderr)
         comp = [c for c in self.state()["children"] if c["name"] == "compute"][0]["argv"]
-        for pair in (["--ctx", "256"], ["--threads", "2"], ["--max-batch", "0"], ["--max-sessions", "3"]):
+        for pair in (["--ctx", "256"], ["--threads", "2"], ["--max-batch", "0"], ["--max-sessions", "3"], ["--sessions", "2"]):
             self.assertIn(pair, [comp[i:i + 2] for i in range(len(comp))])
-        # iod plans for the same context and as many sessions as compute may open.
+        # iod plans for the same context and as many session states as compute holds in memory
+        # (not the open sessions: compute parks idle ones on disk).
         iod = [c for c in self.state()["children"] if c["name"] == "iod"][0]["argv"]
-        for pair in (["--ctx", "256"], ["--sessions", "3"]):
+        for pair in (["--ctx", "256"], ["--sessions", "2"]):
             self.assertIn(pair, [iod[i:i + 2] for i in range(len(iod))])
+        self.assertNotIn("--max-sessions", iod)
+
+    def test_more_states_than_open_sessions_is_refused(self):
+        r = self.up("--max-sessions", "2", "--sessions", "3")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--sessions 3 is more than --max-sessions (2)", r.stderr)
+        self.assertFalse(os.path.exists(self.run_dir))  # nothing started
 
 
 class Down(Base):
@@ -511,7 +521,8 @@ class Unit(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="test-supervise-unit-")
         self.addCleanup(shutil.rmtree, d, True)
         args = types.SimpleNamespace(model=d, slots=None, budget=None, image_patches=None, prompt_cache=None,
-                                     ctx=None, threads=None, max_sessions=None, max_batch=None, iod_timeout=None,
+                                     ctx=None, threads=None, max_sessions=None, sessions=None, park_dir=None,
+                                     max_batch=None, iod_timeout=None,
                                      http=None, image_dir=None, compute_timeout=None, api_key_file=None,
                                      wedge_timeout=wedge)
         s = self.m.Supervisor(args, d, self.m.StopFlag())

@@ -103,7 +103,7 @@ struct Compute {
     REQUIRE(exe != nullptr);
     p = std::make_unique<ChildProcess>(std::vector<std::string>{exe, "--model", model, "--run-dir", run.path(),
                                                                  "--no-iod", "--chunk", std::to_string(chunk),
-                                                                 "--ctx", "1024"},
+                                                                 "--ctx", "1024", "--sessions", "2"},
                                        env);
     REQUIRE(p->started());
     // spdlog writes to stdout.

@@ -4,6 +4,8 @@ running instance (waste up). Each session is one waste-hello process (libwaste) 
 --tokens greedy tokens from its own prompt; the figures come from `waste status` before/after.
 "batch" is the mean sessions per compute step over the round (from the engine stats each
 waste-hello prints when it ends; needs a previous round as the baseline, so the first shows "-").
+Start the instance with `waste up --sessions 8` (the most sessions of a round): with fewer
+session states in memory, the sessions past them wait for one instead of sharing steps.
 
   bench_sessions.py --run-dir D --waste build/tools/waste --hello build/tools/examples/waste-hello
 """

@@ -29,7 +29,7 @@ struct PlanOptions {
   // empty: the default. Refused with a container, whose manifest says how it is stored.
   std::string trunk, head, trunk_group, router;
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default
-  uint32_t sessions = 1;
+  uint32_t sessions = uint32_t(limits::kDefaultLiveSessions);
   bool http = false;  // the instance runs waste-serve (waste up --http)
   int image_patches = kDefaultImagePatches;
   bool json = false;
@@ -194,7 +194,7 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--preset", o->preset, "a model preset instead of a container (kimi-linear-48b, kimi-k3, kimi-k2, ...)");
   cmd->add_option("--budget", o->budget, "total memory budget (e.g. 12G, 900M) or auto");
   cmd->add_option("--ctx", o->context, "context length per session (tokens; default compute's, 4096)");
-  cmd->add_option("--sessions", o->sessions, "concurrent sessions");
+  cmd->add_option("--sessions", o->sessions, "session states in memory at once (waste-compute --sessions; 1)");
   cmd->add_flag("--http", o->http, "the instance serves HTTP (waste up --http): count waste-serve's own memory");
   cmd->add_option("--prompt-cache", o->prompt_cache, "prompt-cache checkpoint bytes (0: off) or auto");
   cmd->add_option("--image-patches", o->image_patches,

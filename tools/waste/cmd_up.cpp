@@ -130,9 +130,9 @@ nlohmann::json instance_health(const std::string& dir, int64_t timeout_ms) {
 
 void register_up_commands(CLI::App& app) {
   struct UpOptions {
-    std::string model, budget, http, run_dir, prompt_cache, image_dir, api_key_file;
+    std::string model, budget, http, run_dir, prompt_cache, image_dir, api_key_file, park_dir;
     bool foreground = false;
-    int ctx = 0, threads = 0, max_sessions = 0, max_batch = -1, image_patches = 0;
+    int ctx = 0, threads = 0, max_sessions = 0, sessions = 0, max_batch = -1, image_patches = 0;
     double wedge_timeout = -1;  // < 0: the supervisor's default
     int64_t iod_timeout_ms = 0, compute_timeout_ms = 0;  // 0: the processes' defaults
   };
@@ -154,7 +154,15 @@ void register_up_commands(CLI::App& app) {
                  "Patch budget per image (1024: at most 256 image tokens; each costs a text token's prefill)")
       ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   up->add_option("--threads", o->threads, "Compute threads")->check(CLI::Range(1, limits::kMaxThreads));
-  up->add_option("--max-sessions", o->max_sessions, "Open sessions at most")->check(CLI::Range(1, limits::kMaxSessions));
+  up->add_option("--max-sessions", o->max_sessions,
+                 "Open sessions at most (" + std::to_string(limits::kDefaultMaxSessions) + ")")
+      ->check(CLI::Range(1, limits::kMaxSessions));
+  up->add_option("--sessions", o->sessions,
+                 "Session states in memory at once, what the memory plan counts (" +
+                     std::to_string(limits::kDefaultLiveSessions) +
+                     "): more sessions' requests wait for one, idle sessions' states are parked on disk")
+      ->check(CLI::Range(1, limits::kMaxSessions));
+  up->add_option("--park-dir", o->park_dir, "Directory for parked session states (default: $TMPDIR or /var/tmp)");
   up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)")
       ->check(CLI::Range(0, limits::kMaxBatch));
   up->add_option("--iod-timeout", o->iod_timeout_ms, "ms compute waits for an answer of iod (10000)")
@@ -177,6 +185,8 @@ void register_up_commands(CLI::App& app) {
     if (o->image_patches) a.insert(a.end(), {"--image-patches", std::to_string(o->image_patches)});
     if (o->threads) a.insert(a.end(), {"--threads", std::to_string(o->threads)});
     if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
+    if (o->sessions) a.insert(a.end(), {"--sessions", std::to_string(o->sessions)});
+    if (!o->park_dir.empty()) a.insert(a.end(), {"--park-dir", o->park_dir});
     if (o->max_batch >= 0) a.insert(a.end(), {"--max-batch", std::to_string(o->max_batch)});
     if (!o->prompt_cache.empty()) a.insert(a.end(), {"--prompt-cache", o->prompt_cache});
     if (o->iod_timeout_ms) a.insert(a.end(), {"--iod-timeout", std::to_string(o->iod_timeout_ms)});

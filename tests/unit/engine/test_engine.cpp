@@ -171,6 +171,7 @@ TEST_CASE("service: sessions decode in shared steps, a long prefill does not sta
   o.context = 64;
   o.prefill_chunk = 4;
   o.prompt_cache_bytes = 0;  // this test counts prefill steps: every prompt is prefilled whole
+  o.live_sessions = 2;       // the two sessions' states in memory at once, so they share steps
   server::EngineService svc(o);
   const std::vector<int32_t> long_prompt(f.prompt.begin(), f.prompt.begin() + 24);  // 6 chunks
   const std::vector<int32_t> short_prompt(f.prompt.begin() + 3, f.prompt.begin() + 5);

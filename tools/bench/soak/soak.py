@@ -57,9 +57,10 @@ def main(argv):
     hang = args.hang_seconds
     # Sessions at most: twice the clients. A client's next request opens its session before
     # compute has seen the last one's connection close, so at exactly one per client the
-    # admission bound (429) would be what the soak measures.
+    # admission bound (429) would be what the soak measures. A state in memory for every client:
+    # the soak is of sessions running together, not of requests waiting for a state.
     inst = Instance(preset=args.preset, up_args=["--budget", "512M", "--ctx", "512", "--max-sessions",
-                                                 str(2 * args.sessions)])
+                                                 str(2 * args.sessions), "--sessions", str(args.sessions)])
     latencies, errors, lock = [], [], threading.Lock()
     counts = {"requests": 0, "hung": 0}
     finished = set()  # clients whose loop ended normally (a client missing here died)
