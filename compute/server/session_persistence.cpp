@@ -48,6 +48,7 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
         if (!s->parked.empty()) ::unlink(s->parked.c_str());  // replaced by the file's state
         s->parked.clear();
         s->model.emplace(std::move(f.state));
+        s->last_used = ++use_clock_;  // the newest state: if one must be parked, not this one
         s->fed = std::move(f.ids);
         s->unfed = f.unfed;
         r.tokens = s->fed.size() + (s->unfed ? 1 : 0);
