@@ -356,7 +356,11 @@ TEST_CASE("json_schema replies on random weights always parse and validate (200 
       R"({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})",
       R"({"type": "object", "properties": {"s": {"type": "string", "maxLength": 12}, "list": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}}, "required": ["s"]})",
   };
-  int valid = 0, total = 0;
+  // A reply the token budget cuts (finish_reason "length", as OpenAI's) cannot be whole JSON: a
+  // grammar constrains each token, not how many a string takes. Random weights write long
+  // strings now and then (one of 200 under qemu's NEON numerics on 2026-12-05), so cut replies
+  // are counted apart, must be rare and exactly at the budget; every finished reply validates.
+  int valid = 0, total = 0, cut = 0;
   for (size_t k = 0; k < schemas.size(); ++k) {
     const json schema = json::parse(schemas[k]);
     for (int i = 0; i < 20; ++i) {
@@ -371,14 +375,20 @@ TEST_CASE("json_schema replies on random weights always parse and validate (200 
       const json r = json::parse(h.body);
       ++total;
       const std::string content = r["choices"][0]["message"]["content"];
+      if (r["choices"][0]["finish_reason"] == "length") {
+        CHECK(r["usage"]["completion_tokens"] == 3000);
+        ++cut;
+        continue;
+      }
       const json v = json::parse(content, nullptr, false);
       const bool ok = !v.is_discarded() && validates(v, schema, schema);
       CHECK_MESSAGE(ok, "schema " << k << " seed " << i << ": " << content << " finish " << r["choices"][0]["finish_reason"]);
       valid += ok;
     }
   }
-  MESSAGE(valid << " of " << total << " constrained replies parse and validate");
-  CHECK(valid == 200);
+  MESSAGE(valid << " of " << total << " constrained replies parse and validate; " << cut << " cut at max_tokens");
+  CHECK(valid == total - cut);
+  CHECK(cut <= 2);
 }
 // The C API's chat structure, end to end (tools/examples/hello.c in its chat mode): the forced
 // K3 tool-call reply arrives as reasoning, content and two tool calls, finish_reason tool_calls,
