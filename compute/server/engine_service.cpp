@@ -21,6 +21,10 @@ EngineService::EngineService(const ServiceOptions& o) : options_(o), started_(Cl
           "--sessions " + std::to_string(options_.live_sessions) + " must be from 1 to --max-sessions (" +
               std::to_string(options_.max_sessions) + ")");
   require(options_.context >= 2, "--ctx must be at least 2 tokens");
+  // The start gate waits for that many requests running at once: each needs a state in memory.
+  require(options_.start_gate <= size_t(options_.live_sessions),
+          "WASTE_COMPUTE_TEST_START_GATE " + std::to_string(options_.start_gate) + " needs --sessions " +
+              std::to_string(options_.start_gate) + " or more (it is " + std::to_string(options_.live_sessions) + ")");
   require(options_.max_batch >= 0, "--max-batch must not be negative");
   if (options_.max_context <= 0) options_.max_context = options_.context;
   auto ready = std::make_shared<std::promise<void>>();

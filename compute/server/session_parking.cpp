@@ -6,7 +6,9 @@
 // a session costs while idle is its token ids, and an open session never loses its state.
 #include "compute/server/engine_service.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +23,51 @@
 #include "shared/util/error.h"
 
 namespace waste::server {
+
+namespace {
+
+constexpr const char* kParkPrefix = "waste-compute-parked-";
+
+// Removes every entry of directory `dir` (our own: files we wrote, no subdirectories), then
+// the directory. Through the directory's fd, so a name swapped underneath changes nothing.
+void remove_private_dir(const std::string& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return;
+  if (DIR* d = ::fdopendir(dfd)) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) ::unlinkat(dfd, e->d_name, 0);
+    ::closedir(d);  // closes dfd
+  } else {
+    ::close(dfd);
+  }
+  if (::rmdir(dir.c_str()) != 0) spdlog::warn("compute: could not remove {}: {}", dir, std::strerror(errno));
+}
+
+// A compute killed without its clean-up (SIGKILL, the OOM killer) leaves its directory of
+// parked states in `base`: those of this user whose process (the pid in the name) is gone are
+// removed. A live pid, even reused by another program, keeps its directory.
+void remove_orphaned_park_dirs(const std::string& base) {
+  DIR* d = ::opendir(base.c_str());
+  if (!d) return;
+  const size_t prefix = std::strlen(kParkPrefix);
+  std::vector<std::string> orphans;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix, kParkPrefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix, nullptr, 10);
+    struct stat st {};
+    const std::string path = base + "/" + name;
+    if (pid <= 0 || ::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) orphans.push_back(path);
+  }
+  ::closedir(d);
+  for (const std::string& path : orphans) {
+    spdlog::info("compute: removing {} (parked states of a compute that is gone)", path);
+    remove_private_dir(path);
+  }
+}
+
+}  // namespace
 
 size_t EngineService::live_states(const std::vector<std::shared_ptr<Job>>& jobs) const {
   std::vector<std::shared_ptr<SessionState>> open;
@@ -99,7 +146,8 @@ void EngineService::park(SessionState& s) {
       const char* tmp = std::getenv("TMPDIR");
       base = tmp && *tmp ? tmp : "/var/tmp";  // /var/tmp: on disk where /tmp may be RAM
     }
-    std::string templ = base + "/waste-compute-parked-XXXXXX";
+    remove_orphaned_park_dirs(base);
+    std::string templ = base + "/" + kParkPrefix + std::to_string(::getpid()) + "-XXXXXX";
     if (!::mkdtemp(templ.data())) {  // 0700, ours: nobody else can place or read a file in it
       const int e = errno;
       throw Error("cannot make a directory for parked session states in " + base + " (--park-dir): " +
@@ -140,8 +188,8 @@ void EngineService::remove_park_dir() {
     open = sessions_;
   }
   for (const auto& s : open) s->forget();  // unlinks its parked file
-  if (::rmdir(park_dir_.c_str()) != 0)
-    spdlog::warn("compute: could not remove {}: {}", park_dir_, std::strerror(errno));
+  // ... and any file of a session closed while the worker stopped (its forget never ran).
+  remove_private_dir(park_dir_);
   park_dir_.clear();
 }
 

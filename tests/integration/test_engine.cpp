@@ -188,6 +188,17 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   // --sessions 1: compute holds one session state in memory (what the memory plan counts).
   // The park directory is a fresh one of the test's, so what compute leaves there is visible.
   TempDir park;
+  // What a compute killed by SIGKILL leaves (its pid is gone: a child reaped here) is removed
+  // when this one first parks; a directory named by a live process (this test) is kept.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(dead > 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string orphan = park.path() + "/waste-compute-parked-" + std::to_string(dead) + "-test";
+  const std::string kept = park.path() + "/waste-compute-parked-" + std::to_string(::getpid()) + "-test";
+  std::filesystem::create_directory(orphan);
+  std::filesystem::create_directory(kept);
+  std::ofstream(orphan + "/session-1") << "left by a killed compute";
   Instance inst("--max-sessions 4 --sessions 1 --park-dir " + park.path());
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   const std::string where = inst.run_dir();
@@ -223,6 +234,8 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
     for (const auto& d : std::filesystem::directory_iterator(park.path()))
       for (const auto& f : std::filesystem::directory_iterator(d.path())) files += f.is_regular_file() ? 1 : 0;
     CHECK(files == 1);
+    CHECK_FALSE(std::filesystem::exists(orphan));
+    CHECK(std::filesystem::exists(kept));
   }
   CHECK(turn(*a, " and then", 12) == ref_second);
   CHECK(engine()["unparked"].get<uint64_t>() == unparked0 + 1);
@@ -255,8 +268,9 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   CHECK(both2.ids == alone2.ids);
   CHECK(engine()["batched_sessions"].get<uint64_t>() - in_batches0 == engine()["batches"].get<uint64_t>() - batches0);
 
-  // Stopped, compute removes its directory of parked states.
+  // Stopped, compute removes its directory of parked states (the live process's stays).
   inst.stop();
+  std::filesystem::remove(kept);
   CHECK(std::filesystem::is_empty(park.path()));
 }
 
