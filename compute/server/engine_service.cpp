@@ -191,10 +191,11 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
       control.swap(control_);
     }
     busy_since_ns_.store(steady_ns(), std::memory_order_relaxed);
-    for (auto& f : control) f();  // session control runs while the gate holds the steps
-    // Control (load, save) may have brought states into memory; then the waiting requests
-    // start while their sessions can have one (session_parking.cpp).
-    enforce_live_limit(jobs);
+    for (auto& f : control) {  // session control runs while the gate holds the steps
+      f();
+      enforce_live_limit(jobs);  // a load or a save of a parked session brought a state in
+    }
+    // The waiting requests start while their sessions can have a state (session_parking.cpp).
     admit(jobs);
     if (gate > 0 && jobs.size() >= gate) gate = 0;
     if (gate == 0 && !jobs.empty()) {

@@ -230,12 +230,27 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   CHECK(engine()["live_sessions"].get<int>() == 1);
   {
     // While parked, the state is a file in compute's private directory under --park-dir.
-    size_t files = 0;
+    std::vector<std::filesystem::path> files;
     for (const auto& d : std::filesystem::directory_iterator(park.path()))
-      for (const auto& f : std::filesystem::directory_iterator(d.path())) files += f.is_regular_file() ? 1 : 0;
-    CHECK(files == 1);
+      for (const auto& f : std::filesystem::directory_iterator(d.path()))
+        if (f.is_regular_file()) files.push_back(f.path());
+    REQUIRE(files.size() == 1);
     CHECK_FALSE(std::filesystem::exists(orphan));
     CHECK(std::filesystem::exists(kept));
+    // A parked state that does not read back (damaged here) fails that request alone, naming
+    // it, and leaves the session as it was: with the file mended, the turn goes on exactly.
+    const std::filesystem::path copy = park.path() + "/copy";
+    std::filesystem::copy_file(files[0], copy);
+    {
+      std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(-1, std::ios::end);
+      const char last = char(f.get());
+      f.seekp(-1, std::ios::end);
+      f.put(char(~last));  // another byte, whatever it was
+    }
+    CHECK_THROWS_WITH_AS(turn(*a, " and then", 12), doctest::Contains("parked state"), Error);
+    std::filesystem::copy_file(copy, files[0], std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::remove(copy);
   }
   CHECK(turn(*a, " and then", 12) == ref_second);
   CHECK(engine()["unparked"].get<uint64_t>() == unparked0 + 1);
