@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "shared/util/error.h"
 #include "tests/integration/f32_file.h"
 #include "tests/integration/scoped_env.h"
+#include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/libwaste/waste.h"
@@ -199,7 +201,15 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   std::filesystem::create_directory(orphan);
   std::filesystem::create_directory(kept);
   std::ofstream(orphan + "/session-1") << "left by a killed compute";
-  Instance inst("--max-sessions 4 --sessions 1 --park-dir " + park.path());
+  // The step gate (a test hook) holds the steps where the test must see a request wait.
+  StepGateFifo gate;
+  std::optional<Instance> gated;
+  {
+    const ScopedEnv hook({gate.env()});
+    gated.emplace("--max-sessions 4 --sessions 1 --park-dir " + park.path());
+  }
+  Instance& inst = *gated;
+  gate.open();
   REQUIRE_MESSAGE(inst.ok(), inst.why());
   const std::string where = inst.run_dir();
   client::Client c(where);
@@ -269,12 +279,39 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   Generated both1, both2;
   std::string err1, err2;
   const uint64_t batches0 = engine()["batches"].get<uint64_t>(), in_batches0 = engine()["batched_sessions"].get<uint64_t>();
+  // Held by the gate: the first request runs (it has the state), the second waits for it.
+  // Polls compute's figures until `ready` holds (30 s at most): the requests reach compute
+  // through their own threads.
+  const auto until = [&](const std::function<bool(const nlohmann::json&)>& ready) {
+    for (int i = 0; i < 600; ++i) {
+      if (ready(engine())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  const auto settled = [&](int queued) { return until([&](const auto& e) { return e["queued"].template get<int>() == queued; }); };
+  gate.close();
   std::thread t1([&] {
     try { both1 = run_alone(where, r1); } catch (const std::exception& e) { err1 = e.what(); }
   });
+  REQUIRE(settled(1));
   std::thread t2([&] {
     try { both2 = run_alone(where, r2); } catch (const std::exception& e) { err2 = e.what(); }
   });
+  REQUIRE(settled(2));
+  {
+    // One step, taken after the worker saw the second request: it holds the first alone.
+    const auto e0 = engine();
+    const uint64_t steps = e0["batches"].get<uint64_t>(), in_steps = e0["batched_sessions"].get<uint64_t>();
+    gate.step(1);
+    REQUIRE(until([&](const auto& e) { return e["batches"].template get<uint64_t>() == steps + 1; }));
+    const auto e = engine();
+    CHECK(e["batched_sessions"].get<uint64_t>() == in_steps + 1);
+    CHECK(e["queued"].get<int>() == 2);
+    CHECK(e["running"].get<int>() == 1);
+    CHECK(e["live_sessions"].get<int>() == 1);
+  }
+  gate.open();
   t1.join();
   t2.join();
   REQUIRE_MESSAGE(err1.empty(), err1);
