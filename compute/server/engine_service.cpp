@@ -213,7 +213,7 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
   for (auto& j : waiting_) finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
   waiting_.clear();
   for (auto& j : jobs) finish(*j, "compute is shutting down", ErrorKind::Unavailable, "compute");
-  remove_park_dir();
+  park_dir_.reset();  // every parked file with it (also of a session closed during the stop)
   {
     std::lock_guard lk(mu_);
     for (auto& j : incoming_) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "shared/util/option_limits.h"
+#include "shared/util/private_dir.h"
 #include "compute/engine.h"
 #include "compute/reply_constraint.h"
 #include "compute/server/iod_health.h"
@@ -283,7 +284,8 @@ class EngineService {
   // Session states in memory (session_parking.cpp; worker only). Live: a session whose state
   // is in memory, or whose running job will make one. At most options_.live_sessions.
   size_t live_states(const std::vector<std::shared_ptr<Job>>& jobs) const;
-  // Parks the least recently used idle live session; false when every live state is running.
+  // Parks the least recently used session with a state and no running request; false when
+  // there is none.
   bool park_one_idle(const std::vector<std::shared_ptr<Job>>& jobs);
   // After control calls (load, save) may have made states: parks idle ones down to the limit.
   void enforce_live_limit(const std::vector<std::shared_ptr<Job>>& jobs);
@@ -292,7 +294,6 @@ class EngineService {
   void admit(std::vector<std::shared_ptr<Job>>& jobs);
   void park(SessionState& s);    // its state to a file, out of memory
   void unpark(SessionState& s);  // ... and back (the file is removed)
-  void remove_park_dir();        // at exit: every parked file and the directory
 
   ServiceOptions options_;
   IodHealth iod_health_;                       // written by the worker's iod calls, read by health()
@@ -315,7 +316,7 @@ class EngineService {
   std::vector<std::shared_ptr<SessionState>> sessions_;
   std::deque<std::shared_ptr<Job>> incoming_;
   std::deque<std::shared_ptr<Job>> waiting_;  // worker: queued until their session can have a state
-  std::string park_dir_;                      // worker: the private directory of parked states, once made
+  std::optional<PrivateDir> park_dir_;        // worker: the private directory of parked states, once made
   uint64_t use_clock_ = 0;                    // worker: orders sessions by last use (parking picks the oldest)
   uint32_t live_ = 0;                         // under mu_: live states as of the worker's last admission
   uint64_t parked_ = 0, unparked_ = 0;        // under mu_

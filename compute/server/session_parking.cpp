@@ -13,10 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_set>
+#include <filesystem>
 
 #include "compute/model/session_file.h"
 #include "compute/server/engine_service_state.h"
@@ -26,22 +27,7 @@ namespace waste::server {
 
 namespace {
 
-constexpr const char* kParkPrefix = "waste-compute-parked-";
-
-// Removes every entry of directory `dir` (our own: files we wrote, no subdirectories), then
-// the directory. Through the directory's fd, so a name swapped underneath changes nothing.
-void remove_private_dir(const std::string& dir) {
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) return;
-  if (DIR* d = ::fdopendir(dfd)) {
-    while (const dirent* e = ::readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) ::unlinkat(dfd, e->d_name, 0);
-    ::closedir(d);  // closes dfd
-  } else {
-    ::close(dfd);
-  }
-  if (::rmdir(dir.c_str()) != 0) spdlog::warn("compute: could not remove {}: {}", dir, std::strerror(errno));
-}
+constexpr const char* kParkPrefix = "waste-compute-parked-";  // + pid + "-XXXXXX"
 
 // A compute killed without its clean-up (SIGKILL, the OOM killer) leaves its directory of
 // parked states in `base`: those of this user whose process (the pid in the name) is gone are
@@ -63,38 +49,38 @@ void remove_orphaned_park_dirs(const std::string& base) {
   ::closedir(d);
   for (const std::string& path : orphans) {
     spdlog::info("compute: removing {} (parked states of a compute that is gone)", path);
-    remove_private_dir(path);
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);  // never follows a symlink inside
   }
 }
 
 }  // namespace
 
+// Runs every step (admit): a scan under the lock, nothing allocated.
 size_t EngineService::live_states(const std::vector<std::shared_ptr<Job>>& jobs) const {
-  std::vector<std::shared_ptr<SessionState>> open;
-  {
-    std::lock_guard lk(mu_);
-    open = sessions_;
-  }
-  std::unordered_set<const SessionState*> live;
-  for (const auto& s : open)
-    if (s->model) live.insert(s.get());
-  for (const auto& j : jobs) live.insert(j->s.get());  // has a state, or makes one in its first step
-  return live.size();
+  std::lock_guard lk(mu_);
+  size_t n = 0;
+  for (const auto& s : sessions_) n += s->model.has_value();
+  // A running job's session makes its state in its first step; a closed one (no longer in
+  // sessions_) holds its state until its job ends.
+  for (const auto& j : jobs) n += j->s->closed || !j->s->model;
+  return n;
 }
 
 bool EngineService::park_one_idle(const std::vector<std::shared_ptr<Job>>& jobs) {
-  std::vector<std::shared_ptr<SessionState>> open;
+  // Idle: no request of it running. One that waits may be parked: with every state held by
+  // sessions whose requests wait behind the head of the queue, nothing else makes room.
+  const auto running = [&](const SessionState* s) {
+    return std::any_of(jobs.begin(), jobs.end(), [&](const auto& j) { return j->s.get() == s; });
+  };
+  std::shared_ptr<SessionState> oldest;  // held: a close on another thread cannot free it
   {
     std::lock_guard lk(mu_);
-    open = sessions_;
+    for (const auto& s : sessions_)
+      if (s->model && !running(s.get()) && (!oldest || s->last_used < oldest->last_used)) oldest = s;
   }
-  std::unordered_set<const SessionState*> running;
-  for (const auto& j : jobs) running.insert(j->s.get());
-  SessionState* oldest = nullptr;
-  for (const auto& s : open)
-    if (s->model && !running.count(s.get()) && (!oldest || s->last_used < oldest->last_used)) oldest = s.get();
   if (!oldest) return false;
-  park(*oldest);
+  park(*oldest);  // outside the lock: a write of the whole state
   return true;
 }
 
@@ -140,22 +126,15 @@ void EngineService::admit(std::vector<std::shared_ptr<Job>>& jobs) {
 }
 
 void EngineService::park(SessionState& s) {
-  if (park_dir_.empty()) {
-    std::string base = options_.park_dir;
-    if (base.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      base = tmp && *tmp ? tmp : "/var/tmp";  // /var/tmp: on disk where /tmp may be RAM
-    }
+  if (!park_dir_) {
+    // /var/tmp without --park-dir or $TMPDIR: on disk where /tmp may be RAM.
+    const std::string base = options_.park_dir.empty() ? temp_base("/var/tmp") : options_.park_dir;
     remove_orphaned_park_dirs(base);
-    std::string templ = base + "/" + kParkPrefix + std::to_string(::getpid()) + "-XXXXXX";
-    if (!::mkdtemp(templ.data())) {  // 0700, ours: nobody else can place or read a file in it
-      const int e = errno;
-      throw Error("cannot make a directory for parked session states in " + base + " (--park-dir): " +
-                  std::strerror(e));
-    }
-    park_dir_ = templ;
+    // 0700 and ours: nobody else can place or read a file in it. Removed with its files when
+    // the service goes, whatever sessions were open or closing then.
+    park_dir_.emplace(kParkPrefix + std::to_string(::getpid()), base, "a directory for parked session states (--park-dir)");
   }
-  const std::string path = park_dir_ + "/session-" + std::to_string(s.id);
+  const std::string path = park_dir_->path() + "/session-" + std::to_string(s.id);
   write_session_file(path, engine_->model(), engine_->container().container_id(), *s.model, s.fed, s.unfed);
   // The file is on disk (fsynced): its pages need not stay in the page cache, which a memory
   // cgroup would charge to this instance.
@@ -174,23 +153,9 @@ void EngineService::unpark(SessionState& s) {
   require(f.ids == s.fed && f.unfed == s.unfed,
           "the parked state of session " + std::to_string(s.id) + " (" + s.parked + ") holds other tokens than the session");
   s.model.emplace(std::move(f.state));
-  ::unlink(s.parked.c_str());
-  s.parked.clear();
+  s.drop_parked();
   std::lock_guard lk(mu_);
   ++unparked_;
-}
-
-void EngineService::remove_park_dir() {
-  if (park_dir_.empty()) return;
-  std::vector<std::shared_ptr<SessionState>> open;
-  {
-    std::lock_guard lk(mu_);
-    open = sessions_;
-  }
-  for (const auto& s : open) s->forget();  // unlinks its parked file
-  // ... and any file of a session closed while the worker stopped (its forget never ran).
-  remove_private_dir(park_dir_);
-  park_dir_.clear();
 }
 
 }  // namespace waste::server

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "shared/util/option_limits.h"
-#include "tools/waste/temp_run_dir.h"
+#include "shared/util/private_dir.h"
 #include "compute/engine.h"
 #include "compute/experts/iod_experts.h"
 #include "compute/experts/resident_experts.h"
@@ -52,7 +52,7 @@ class EngineHandle {
 
  private:
   // Declared before the iod that runs in it: removed after it stops, constructor throw included.
-  std::optional<TempRunDir> tmp_run_dir_;
+  std::optional<PrivateDir> tmp_run_dir_;
   std::optional<iobench::PrivateIod> private_iod_;
   std::unique_ptr<Container> iod_container_;  // the container the expert source reads/checks
   std::unique_ptr<IodExperts> iod_experts_;

@@ -15,7 +15,7 @@
 
 #include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
-#include "tools/waste/temp_run_dir.h"
+#include "shared/util/private_dir.h"
 #include "tools/iobench/private_iod.h"
 
 namespace waste::cli {
@@ -56,7 +56,7 @@ std::string find_compute_binary() {
 
 PrivateInstance::PrivateInstance(const PrivateInstanceOptions& o, const std::atomic<bool>* abort) {
   // stop() removes it, on the throw below too.
-  run_dir_ = TempRunDir("waste-private").release();
+  run_dir_ = PrivateDir("waste-private").release();
   instance_id_ = ipc::instance_id_for(run_dir_);
   try {
     std::vector<std::string> iod = {iobench::find_iod_binary(), "--model", o.model, "--run-dir", run_dir_};
