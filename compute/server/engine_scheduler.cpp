@@ -205,20 +205,18 @@ EngineService::Plan EngineService::plan(Job& j, bool& prefill_taken, BatchItem& 
       return Plan::Ended;
     }
     if (!j.decoding && !j.has_started && prefill_taken) return Plan::Wait;  // not started: keeps its queue time
-    if (!s.model && !s.parked.empty()) {
+    try {
+      ensure_model_session(s);
+    } catch (const std::exception& e) {
+      if (s.parked.empty()) throw;
       // A parked state that cannot be read back (EIO, the file removed by someone) fails this
       // request alone, and the file stays: the session is as it was, and the next request
       // tries again. (fail() would forget the conversation for a transient error.)
-      try {
-        unpark(s);
-      } catch (const std::exception& e) {
-        const auto* w = dynamic_cast<const Error*>(&e);
-        finish(j, "reading back session " + std::to_string(s.id) + "'s parked state: " + e.what(), kind_of(e),
-               w ? w->param() : "");
-        return Plan::Ended;
-      }
+      const auto* w = dynamic_cast<const Error*>(&e);
+      finish(j, "reading back session " + std::to_string(s.id) + "'s parked state: " + e.what(), kind_of(e),
+             w ? w->param() : "");
+      return Plan::Ended;
     }
-    ensure_model_session(s);
     if (!j.has_started) {
       j.has_started = true;
       j.started = Clock::now();

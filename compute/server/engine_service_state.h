@@ -31,12 +31,15 @@ struct EngineService::SessionState {
   std::string parked;            // the file its state is parked in (model empty), or empty
   uint64_t last_used = 0;        // the worker's use clock when a request of it last started
   bool empty() const { return fed.empty() && !unfed; }
+  void drop_parked() {  // the parked file, once its state is read back or replaced
+    if (!parked.empty()) ::unlink(parked.c_str());
+    parked.clear();
+  }
   void forget() {
     model.reset();
     fed.clear();
     unfed.reset();
-    if (!parked.empty()) ::unlink(parked.c_str());
-    parked.clear();
+    drop_parked();
   }
   // under mu_
   int64_t position = 0;          // fed + unfed

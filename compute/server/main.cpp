@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
                      "): other sessions' requests wait, and idle sessions' states are parked on disk")
       ->check(CLI::Range(1, lim::kMaxSessions));
   app.add_option("--park-dir", so.park_dir,
-                 "directory for parked session states (a private directory is made in it; default: $TMPDIR or /var/tmp)");
+                 "directory for parked session states (a private directory is made in it; default: $TMPDIR or /var/tmp)")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--max-queued", so.max_queued, "generate requests queued or running at most (32)")
       ->check(CLI::Range(1, lim::kMaxQueued));
   app.add_option("--chunk", so.prefill_chunk, "prefill chunk in tokens when no session is decoding (128)")

@@ -1,8 +1,6 @@
 // EngineService's session files: a session's state saved and loaded (on the worker).
 #include "compute/server/engine_service.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 
 #include "compute/model/session_file.h"
@@ -45,8 +43,7 @@ void EngineService::load(uint64_t session, const std::string& path, std::functio
         SessionFileContents f = read_session_file(path, engine_->model(), engine_->container().container_id(), s->context);
         FileResult r;
         r.bytes = std::filesystem::file_size(path);
-        if (!s->parked.empty()) ::unlink(s->parked.c_str());  // replaced by the file's state
-        s->parked.clear();
+        s->drop_parked();  // replaced by the file's state
         s->model.emplace(std::move(f.state));
         s->last_used = ++use_clock_;  // the newest state: if one must be parked, not this one
         s->fed = std::move(f.ids);

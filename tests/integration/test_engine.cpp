@@ -222,6 +222,23 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
     });
     return ids;
   };
+  // Polls compute's figures until `ready` holds (30 s at most): requests and closes reach
+  // compute through other threads.
+  const auto until = [&](const std::function<bool(const nlohmann::json&)>& ready) {
+    for (int i = 0; i < 600; ++i) {
+      if (ready(engine())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  // The parked files in compute's private directory under --park-dir.
+  const auto parked_files = [&] {
+    std::vector<std::filesystem::path> files;
+    for (const auto& d : std::filesystem::directory_iterator(park.path()))
+      for (const auto& f : std::filesystem::directory_iterator(d.path()))
+        if (f.is_regular_file()) files.push_back(f.path());
+    return files;
+  };
   CHECK(engine()["max_live_sessions"].get<int>() == 1);
 
   // The reference: one conversation of two turns with nothing in between.
@@ -240,10 +257,7 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   CHECK(engine()["live_sessions"].get<int>() == 1);
   {
     // While parked, the state is a file in compute's private directory under --park-dir.
-    std::vector<std::filesystem::path> files;
-    for (const auto& d : std::filesystem::directory_iterator(park.path()))
-      for (const auto& f : std::filesystem::directory_iterator(d.path()))
-        if (f.is_regular_file()) files.push_back(f.path());
+    const std::vector<std::filesystem::path> files = parked_files();
     REQUIRE(files.size() == 1);
     CHECK_FALSE(std::filesystem::exists(orphan));
     CHECK(std::filesystem::exists(kept));
@@ -269,8 +283,10 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   // A parked session saves (its state is read back for it) and a closed one leaves no file.
   const std::string path = inst.run_dir() + "/parked.session";
   CHECK(b->save(path).tokens == uint64_t(b->stats()["position"].get<int64_t>()));
+  CHECK(parked_files().size() == 1);  // after the save, one of A and B is parked again
   b.reset();
   a.reset();
+  CHECK(until([&](const auto& e) { return e["sessions"].template get<int>() == 0 && parked_files().empty(); }));
 
   // Two requests at once with one state: the second waits for the first to end (never a
   // step with both), and both get what they get alone.
@@ -280,15 +296,6 @@ TEST_CASE("engine: more open sessions than states in memory: idle states are par
   std::string err1, err2;
   const uint64_t batches0 = engine()["batches"].get<uint64_t>(), in_batches0 = engine()["batched_sessions"].get<uint64_t>();
   // Held by the gate: the first request runs (it has the state), the second waits for it.
-  // Polls compute's figures until `ready` holds (30 s at most): the requests reach compute
-  // through their own threads.
-  const auto until = [&](const std::function<bool(const nlohmann::json&)>& ready) {
-    for (int i = 0; i < 600; ++i) {
-      if (ready(engine())) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  };
   const auto settled = [&](int queued) { return until([&](const auto& e) { return e["queued"].template get<int>() == queued; }); };
   gate.close();
   std::thread t1([&] {
