@@ -153,6 +153,7 @@ int run_daemon(const DaemonOptions& o) {
   StoreOptions so;
   so.slots = budget.slots;
   so.io = o.io;
+  so.shm = ipc::parse_segment_backing(o.shm);
   so.queue_depth = std::max<uint32_t>(1, std::min<uint32_t>(o.queue_depth, 256));
   so.policy = o.policy.empty() ? cache::kDefaultPolicy : o.policy;
   Hotlist hot = o.usage ? hotlist(container, g) : Hotlist{};

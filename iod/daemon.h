@@ -20,6 +20,7 @@ struct DaemonOptions {
   int image_patches = kDefaultImagePatches;  // compute's --image-patches: the planner counts one such image
   std::string prompt_cache = "auto";  // compute's prompt-cache bytes, counted by the planner ("auto": its default)
   std::string io = kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
+  std::string shm = "auto";     // the segment's backing (ipc::parse_segment_backing)
   uint32_t queue_depth = 32;
   std::string policy;
   std::string trace;            // trace every request from the start

@@ -7,6 +7,7 @@
 #include "iod/cache/policy.h"
 #include "iod/daemon.h"
 #include "iod/io/io_choice.h"
+#include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
 #include "shared/util/timeline.h"
 
@@ -35,6 +36,11 @@ int main(int argc, char** argv) {
                  std::string("uring (falls back to pread when the kernel refuses it) or pread; default ") +
                      waste::iod::kDefaultIo + (waste::iod::kHaveUring ? "" : " (built without io_uring)"))
       ->check(waste::iod::io_choice_problem);
+  app.add_option("--shm", o.shm,
+                 "where the expert cache lives: auto (/dev/shm when it gives huge pages, else a private file on 2 MiB "
+                 "pages in a user namespace's tmpfs, else /dev/shm on 4 KiB pages), huge-file (the private file or "
+                 "an error) or named (/dev/shm)")
+      ->check(waste::ipc::segment_backing_problem);
   app.add_option("--qd", o.queue_depth, "reads in flight (io_uring queue depth / pread threads)");
   app.add_option("--policy", o.policy, waste::cache::policy_help());
   app.add_option("--trace", o.trace, "write every request to this file (JSON lines)");

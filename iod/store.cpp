@@ -94,14 +94,20 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
     record_bytes_.push_back(uint32_t(l.layout.stride));
   }
   ipc::SegmentLayout layout = ipc::segment_layout(o.slots, largest_record(container));
-  segment_ = ipc::ShmSegment::create(segment_name, layout, instance_id, container.container_id());
+  std::string why_not_huge;
+  segment_ = ipc::ShmSegment::create(segment_name, layout, instance_id, container.container_id(), o.shm, &why_not_huge);
   const std::string huge = platform::shm_huge_page_mode();
-  if (platform::shm_huge_pages_enabled(huge))
+  if (segment_.private_file())
+    spdlog::info("iod: the cache sits on 2 MiB pages: a private file in a user namespace's tmpfs (huge=within_size; "
+                 "/dev/shm has huge={})",
+                 huge);
+  else if (platform::shm_huge_pages_enabled(huge))
     spdlog::info("iod: /dev/shm huge pages: {} (the cache can sit on 2 MiB pages)", huge);
   else if (huge != "unknown")
-    spdlog::warn("iod: /dev/shm has no huge pages (huge={}): cached records sit on 4 KiB pages (README, "
+    spdlog::warn("iod: /dev/shm has no huge pages (huge={}) and {}: cached records sit on 4 KiB pages (README, "
                  "\"Huge pages for the expert cache\"); as root: {}",
-                 huge, platform::shm_huge_pages_hint());
+                 huge, why_not_huge.empty() ? "--shm named was asked for" : "no private huge-page file (" + why_not_huge + ")",
+                 platform::shm_huge_pages_hint());
   slot_info_.assign(o.slots, {});
   layer_counters_.assign(geometry_.moe_layer_count(), {});
   policy_ = cache::make_policy(o.policy, geometry_, o.prior);

@@ -36,6 +36,7 @@ struct StoreOptions {
   std::string io = kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
   uint32_t queue_depth = 32;
   std::string policy = cache::kDefaultPolicy;
+  ipc::SegmentBacking shm = ipc::SegmentBacking::Auto;
   bool prewarm = true;        // read the hottest records of the usage file at start
   bool verify_checksums = true;
   cache::KeyPrior prior;      // usage-file popularity for the policy (empty = none)

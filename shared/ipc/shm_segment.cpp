@@ -1,7 +1,10 @@
 #include "shared/ipc/shm_segment.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/permissions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -19,7 +22,33 @@ namespace waste::ipc {
 
 struct ShmSegment::Impl {
   bip::mapped_region region;
+  int private_fd = -1;  // iod's private huge-page file: kept open for the clients' /proc path
+  ~Impl() {
+    region = bip::mapped_region();  // unmap before the descriptor goes
+    if (private_fd >= 0) ::close(private_fd);
+  }
 };
+
+const char* backing_name(SegmentBacking b) {
+  switch (b) {
+    case SegmentBacking::Auto: return "auto";
+    case SegmentBacking::PrivateHuge: return "huge-file";
+    case SegmentBacking::Named: return "named";
+  }
+  return "?";
+}
+
+std::string segment_backing_problem(const std::string& text) {
+  for (SegmentBacking b : {SegmentBacking::Auto, SegmentBacking::PrivateHuge, SegmentBacking::Named})
+    if (text == backing_name(b)) return "";
+  return "unknown segment backing '" + text + "' (auto, huge-file or named)";
+}
+
+SegmentBacking parse_segment_backing(const std::string& text) {
+  for (SegmentBacking b : {SegmentBacking::Auto, SegmentBacking::PrivateHuge, SegmentBacking::Named})
+    if (text == backing_name(b)) return b;
+  throw Error("--shm: " + segment_backing_problem(text), ErrorKind::InvalidRequest, "--shm");
+}
 
 ShmSegment::ShmSegment() = default;
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
@@ -42,24 +71,53 @@ ShmSegment::~ShmSegment() { reset(); }
 
 void ShmSegment::reset() {
   impl_.reset();  // unmap first
-  if (owner_ && !name_.empty()) bip::shared_memory_object::remove(name_.c_str());
+  if (owner_ && !name_.empty() && !private_file()) bip::shared_memory_object::remove(name_.c_str());
   owner_ = false;
   base_ = nullptr;
   bytes_ = 0;
 }
 
 void ShmSegment::unlink() {
-  if (!name_.empty()) bip::shared_memory_object::remove(name_.c_str());
+  if (!name_.empty() && !private_file()) bip::shared_memory_object::remove(name_.c_str());
   owner_ = false;
 }
 
 bool ShmSegment::remove(const std::string& name) { return bip::shared_memory_object::remove(name.c_str()); }
 
 ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layout, uint64_t instance_id,
-                              uint64_t container_id) {
+                              uint64_t container_id, SegmentBacking backing, std::string* why_not_huge) {
   remove(name);
   ShmSegment s;
-  try {
+  // Huge pages from /dev/shm itself where its mount gives them; else iod's private file.
+  if (backing == SegmentBacking::Auto && platform::shm_huge_pages_enabled(platform::shm_huge_page_mode()))
+    backing = SegmentBacking::Named;
+  if (backing != SegmentBacking::Named) {
+    std::string why;
+    if (const int fd = platform::create_private_huge_shm(layout.total_bytes, why); fd >= 0) {
+      // Mapped through Boost by the path of iod's own descriptor (kept open in Impl: the
+      // clients open the same path under iod's pid).
+      s.impl_ = std::make_unique<Impl>();
+      s.impl_->private_fd = fd;
+      try {
+        const std::string self = "/proc/self/fd/" + std::to_string(fd);
+        bip::file_mapping file(self.c_str(), bip::read_write);
+        s.impl_->region = bip::mapped_region(file, bip::read_write, 0, layout.total_bytes);
+        s.name_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd);
+        s.owner_ = true;
+      } catch (const bip::interprocess_exception& e) {
+        s.impl_.reset();
+        why = std::string("mapping it: ") + e.what();
+      }
+    }
+    if (s.impl_) {
+    } else if (backing == SegmentBacking::PrivateHuge) {
+      throw Error("shared memory segment: cannot create a private huge-page file of " +
+                  std::to_string(layout.total_bytes) + " bytes: " + why);
+    } else if (why_not_huge) {
+      *why_not_huge = why;
+    }
+  }
+  if (!s.impl_) try {
     bip::permissions perm(0600);
     bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, perm);
     s.name_ = name;
@@ -110,12 +168,28 @@ ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayo
           "shared memory segment " + name + ": announced layout is inconsistent (offsets or size)");
   ShmSegment s;
   try {
-    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
-    bip::offset_t size = 0;
-    require(shm.get_size(size) && uint64_t(size) >= expect.total_bytes,
-            "shared memory segment " + name + ": smaller than the layout iod announced");
-    s.impl_ = std::make_unique<Impl>();
-    s.impl_->region = bip::mapped_region(shm, bip::read_only, 0, expect.total_bytes);
+    if (!name.empty() && name[0] == '/') {
+      // iod's private file through its descriptor: only that form of path, and only a regular
+      // file of this user (another user's file is never mapped, whatever the peer says).
+      require(name.rfind("/proc/", 0) == 0 && name.find("/fd/") != std::string::npos,
+              "shared memory segment " + name + ": not a name and not an iod descriptor path");
+      bip::file_mapping file(name.c_str(), bip::read_only);
+      struct stat st {};
+      require(::fstat(file.get_mapping_handle().handle, &st) == 0 && S_ISREG(st.st_mode) &&
+                  st.st_uid == ::geteuid(),
+              "shared memory segment " + name + ": not a regular file of this user");
+      require(uint64_t(st.st_size) >= expect.total_bytes,
+              "shared memory segment " + name + ": smaller than the layout iod announced");
+      s.impl_ = std::make_unique<Impl>();
+      s.impl_->region = bip::mapped_region(file, bip::read_only, 0, expect.total_bytes);
+    } else {
+      bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
+      bip::offset_t size = 0;
+      require(shm.get_size(size) && uint64_t(size) >= expect.total_bytes,
+              "shared memory segment " + name + ": smaller than the layout iod announced");
+      s.impl_ = std::make_unique<Impl>();
+      s.impl_->region = bip::mapped_region(shm, bip::read_only, 0, expect.total_bytes);
+    }
   } catch (const bip::interprocess_exception& e) {
     throw Error("shared memory segment " + name + ": cannot open read-only: " + e.what());
   }

@@ -1,6 +1,12 @@
 // A Boost.Interprocess shared-memory segment holding the layout of segment_layout.h. iod
 // creates it (mode 0600, removed again when the owner is destroyed); clients open it
 // read-only and check the header against what attach said.
+//
+// Two backings. A named object in /dev/shm ("waste-iod-..."), on 4 KiB pages unless /dev/shm is
+// mounted with huge=; or, where /dev/shm gives no huge pages, iod's private file on 2 MiB pages
+// (platform::create_private_huge_shm), named for clients by the path of iod's descriptor,
+// "/proc/<pid>/fd/<n>": with every expert cached, decode through iod on 4 KiB pages ran at 0.62
+// of resident here, and the same pages as huge pages at resident speed (docs/MEASUREMENTS.md).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -12,13 +18,28 @@
 
 namespace waste::ipc {
 
+// Where iod's segment lives (iod --shm).
+enum class SegmentBacking {
+  Auto,         // /dev/shm when it gives huge pages, else a private huge-page file, else /dev/shm
+  PrivateHuge,  // the private huge-page file, or an error saying why not
+  Named,        // /dev/shm, whatever its pages
+};
+// "auto", "huge-file", "named"; parse_segment_backing throws an Error naming the value, and
+// segment_backing_problem says what is wrong with it ("" when nothing: a CLI11 check).
+const char* backing_name(SegmentBacking b);
+SegmentBacking parse_segment_backing(const std::string& text);
+std::string segment_backing_problem(const std::string& text);
+
 class ShmSegment {
  public:
-  // Creates `name` (removing a stale segment of the same name first: the caller has made sure
-  // no live owner uses it) and writes the header and a FREE slot table.
+  // Creates the segment (a named one as `name`, removing a stale segment of the same name
+  // first: the caller has made sure no live owner uses it) and writes the header and a FREE
+  // slot table. `why_not_huge` (optional) receives why Auto fell back to 4 KiB pages.
   static ShmSegment create(const std::string& name, const SegmentLayout& layout, uint64_t instance_id,
-                           uint64_t container_id);
-  // Maps an existing segment read-only and validates the header against `expect`.
+                           uint64_t container_id, SegmentBacking backing = SegmentBacking::Named,
+                           std::string* why_not_huge = nullptr);
+  // Maps an existing segment read-only and validates the header against `expect`. A name that
+  // is a path (iod's private file, "/proc/<pid>/fd/<n>") must be a file of this user.
   static ShmSegment open_read_only(const std::string& name, const SegmentLayout& expect, uint64_t container_id);
   static bool remove(const std::string& name);  // true when a segment was removed
 
@@ -28,6 +49,8 @@ class ShmSegment {
   ~ShmSegment();
 
   const std::string& name() const { return name_; }
+  // True for iod's private huge-page file (no name in /dev/shm).
+  bool private_file() const { return !name_.empty() && name_[0] == '/'; }
   uint8_t* base() const { return base_; }
   uint64_t bytes() const { return bytes_; }
   const SegmentHeader& header() const { return *reinterpret_cast<const SegmentHeader*>(base_); }

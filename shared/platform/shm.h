@@ -7,6 +7,7 @@
 // supplies instead: docs/PORTING.md, "shm".
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,14 @@ bool shm_huge_pages_enabled(const std::string& mode);
 
 // The command that turns them on (root), for log messages; "" where there is none.
 const char* shm_huge_pages_hint();
+
+// A shared-memory file of `bytes` (zero-filled) on 2 MiB pages whatever the /dev/shm mount
+// says, for a user without root: an unnamed file on a tmpfs mounted with huge=within_size in a
+// user and mount namespace of its own (linux/private_huge_shm.cpp). Returns a read-write
+// descriptor (close-on-exec) that other processes of this user open as /proc/<pid>/fd/<n>; it
+// has no name, so no exit path leaves it behind. -1 with `why` where the system refuses (user
+// namespaces disabled, a seccomp filter, a kernel without transparent huge pages): the caller
+// falls back to a named object.
+int create_private_huge_shm(uint64_t bytes, std::string& why);
 
 }  // namespace waste::platform

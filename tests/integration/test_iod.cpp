@@ -47,6 +47,18 @@ std::vector<std::string> iod_args(const std::string& model, uint32_t slots, cons
 
 using platform::shm_exists;
 
+// The same with the segment in /dev/shm by name whatever its pages (iod --shm named): for the
+// cases about named segments left behind.
+std::vector<std::string> named_segment(std::vector<std::string> args) {
+  args.insert(args.end(), {"--shm", "named"});
+  return args;
+}
+
+// A segment iod announced exists: a /dev/shm name, or iod's private file by its descriptor path.
+bool segment_exists(const std::string& name) {
+  return !name.empty() && name[0] == '/' ? std::filesystem::exists(name) : shm_exists(name);
+}
+
 // Checks every handle's bytes against the reader's copy of the record.
 void check_records(const Container& c, ipc::ExpertStoreClient& client, uint32_t layer,
                    const std::vector<uint32_t>& experts, const std::vector<ipc::SlotHandle>& hs) {
@@ -105,7 +117,7 @@ TEST_CASE("iod: fetch, prefetch and release return the container's records") {
   ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
   CHECK_EQ(client.info().layout.slot_count, 16u);
   CHECK_EQ(client.info().layout.slot_bytes % 4096, 0u);
-  CHECK(shm_exists(client.info().segment_name));
+  CHECK(segment_exists(client.info().segment_name));
 
   std::vector<uint32_t> ex = {0, 5, 7};
   auto hs = client.fetch(l0, ex);
@@ -305,13 +317,47 @@ TEST_CASE("iod: a client killed with -9 loses its pins") {
   check_records(c, client, l0, other, hs);
 }
 
+TEST_CASE("iod --shm: huge-file serves the records from its private file, named from /dev/shm; a bad value is refused by name") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  std::string why;
+  const int probe = platform::create_private_huge_shm(4096, why);
+  if (probe < 0) {
+    waste::test::skip_part("private huge-page files refused here (" + why + "): --shm huge-file unchecked");
+  } else {
+    ::close(probe);
+    std::vector<std::string> args = iod_args(model, 8);
+    args.insert(args.end(), {"--shm", "huge-file"});
+    PrivateIod iod(args, tmp / "huge");
+    ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
+    const std::string seg = client.info().segment_name;
+    CHECK_EQ(seg.rfind("/proc/" + std::to_string(iod.pid()) + "/fd/", 0), 0u);
+    CHECK_FALSE(shm_exists(ipc::segment_name(ipc::instance_id_for(tmp / "huge"), c.container_id())));
+    std::vector<uint32_t> ex = {1, 2, 3};
+    check_records(c, client, l0, ex, client.fetch(l0, ex));
+  }
+  {
+    PrivateIod iod(named_segment(iod_args(model, 8)), tmp / "named");
+    ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
+    CHECK(shm_exists(client.info().segment_name));
+    std::vector<uint32_t> ex = {4, 5};
+    check_records(c, client, l0, ex, client.fetch(l0, ex));
+  }
+  auto r = run_command(iobench::find_iod_binary() + " --model " + model + " --run-dir " + (tmp / "bad") +
+                       " --slots 8 --shm hugepages");
+  CHECK_NE(r.status, 0);
+  CHECK_MESSAGE(r.output.find("--shm: unknown segment backing 'hugepages'") != std::string::npos, r.output);
+}
+
 TEST_CASE("iod: SIGTERM removes segment and socket; a restart after kill -9 cleans the stale segment") {
   TempDir tmp;
   std::string model = synth_tiny(tmp);
   std::string run = tmp / "run";
   std::string segment;
   {
-    PrivateIod iod(iod_args(model, 8), run);
+    PrivateIod iod(named_segment(iod_args(model, 8)), run);
     {
       ipc::ExpertStoreClient client(iod.socket_path());
       segment = client.info().segment_name;
@@ -324,7 +370,7 @@ TEST_CASE("iod: SIGTERM removes segment and socket; a restart after kill -9 clea
   }
   // kill -9: the segment and socket stay behind ...
   {
-    PrivateIod iod(iod_args(model, 8), run);
+    PrivateIod iod(named_segment(iod_args(model, 8)), run);
     pid_t pid = iod.pid();
     ::kill(pid, SIGKILL);
     iod.stop();  // reaps it
@@ -332,7 +378,7 @@ TEST_CASE("iod: SIGTERM removes segment and socket; a restart after kill -9 clea
     CHECK(std::filesystem::exists(run + "/iod.sock"));
   }
   // ... and the next start in the same run directory replaces them.
-  PrivateIod iod(iod_args(model, 8), run);
+  PrivateIod iod(named_segment(iod_args(model, 8)), run);
   ipc::ExpertStoreClient client(iod.socket_path());
   CHECK_EQ(client.info().segment_name, segment);
   auto seg = ipc::ShmSegment::open_read_only(segment, client.info().layout, 0);

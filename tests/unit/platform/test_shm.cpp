@@ -2,14 +2,22 @@
 // page mode from a mount table.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "shared/ipc/shm_segment.h"
 #include "shared/platform/linux/shm_mounts.h"
 #include "shared/platform/shm.h"
+#include "shared/util/error.h"
+#include "tests/skip.h"
 
 using namespace waste::platform;
 
@@ -46,4 +54,69 @@ TEST_CASE("huge page mode of /dev/shm from the mount table") {
   CHECK_MESSAGE(std::string(" always within_size advise never deny force unknown ").find(" " + here + " ") !=
                     std::string::npos,
                 here);
+}
+
+namespace {
+
+// A field (kB) of the mapping that starts at `p`, from /proc/self/smaps; -1 when absent.
+long smaps_kib_of(const void* p, const std::string& field) {
+  std::ifstream smaps("/proc/self/smaps");
+  char start[32];
+  std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)));
+  std::string line;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    const size_t colon = line.find(':'), space = line.find(' ');
+    if (space != std::string::npos && (colon == std::string::npos || colon > space))
+      in = line.rfind(start, 0) == 0;  // a mapping's header line: "start-end perms ..."
+    else if (in && line.rfind(field + ":", 0) == 0)
+      return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a private huge-page segment: clients map it by iod's descriptor path, on 2 MiB pages, and it has no name") {
+  using namespace waste::ipc;
+  const std::string name = "waste-unit-private-" + std::to_string(::getpid());
+  const SegmentLayout layout = segment_layout(4, size_t(2) << 20);  // 8 MiB of slots: whole huge pages
+  ShmSegment owner;
+  try {
+    owner = ShmSegment::create(name, layout, 1, 2, SegmentBacking::PrivateHuge);
+  } catch (const waste::Error& e) {
+    // User namespaces refused here (a container's seccomp filter, a sysctl): auto falls back.
+    waste::test::skip_part(std::string("private huge-page file refused here: ") + e.what());
+    return;
+  }
+  CHECK(owner.private_file());
+  CHECK_EQ(owner.name().rfind("/proc/" + std::to_string(::getpid()) + "/fd/", 0), 0u);
+  CHECK_FALSE(shm_exists(name));  // nothing in /dev/shm to leave behind
+  {
+    ShmSegment reader = ShmSegment::open_read_only(owner.name(), layout, 2);
+    // The same memory: what the owner writes, the reader sees.
+    owner.slot_data(3)[12345] = 0x5a;
+    CHECK_EQ(reader.slot_data(3)[12345], 0x5a);
+    CHECK_EQ(reader.header().instance_id, 1u);
+    // The pages are huge in the reader's mapping (populated at open): the point of the file.
+    // qemu-user maps guest memory its own way, and its smaps are the host's: not checked there.
+    if (std::getenv("MESON_EXE_WRAPPER") == nullptr) {
+      const long pmd = smaps_kib_of(reader.base(), "ShmemPmdMapped");
+      CHECK_MESSAGE(pmd >= 2048, "ShmemPmdMapped " << pmd << " kB of the reader's mapping");
+    }
+  }
+  // Only iod's descriptor paths are mapped by path, and only files of this user.
+  CHECK_THROWS_WITH_AS(ShmSegment::open_read_only("/etc/hostname", layout, 2),
+                       doctest::Contains("not a name and not an iod descriptor path"), waste::Error);
+  if (::geteuid() == 0) {
+    char path[] = "/tmp/waste-unit-foreign-XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    ::unlink(path);
+    REQUIRE(::ftruncate(fd, off_t(layout.total_bytes)) == 0);
+    REQUIRE(::fchown(fd, 65534, 65534) == 0);  // another user's file
+    CHECK_THROWS_WITH_AS(ShmSegment::open_read_only("/proc/self/fd/" + std::to_string(fd), layout, 2),
+                         doctest::Contains("not a regular file of this user"), waste::Error);
+    ::close(fd);
+  }
 }
