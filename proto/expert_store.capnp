@@ -15,7 +15,8 @@ struct SlotHandle {
 }
 
 struct SegmentInfo {
-  name @0 :Text;            # Boost.Interprocess shared_memory_object name (/dev/shm/<name> on Linux)
+  name @0 :Text;            # Boost.Interprocess shared_memory_object name (/dev/shm/<name> on Linux), or
+                            # iod's private huge-page file, "/proc/<iod pid>/fd/<n>" (iod --shm)
   bytes @1 :UInt64;         # mapped size
   layoutVersion @2 :UInt32; # shared/ipc/segment_layout.h kSegmentVersion
   slotCount @3 :UInt32;
