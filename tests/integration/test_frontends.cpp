@@ -198,7 +198,8 @@ TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats
     REQUIRE_MESSAGE(chat.wait_for([&] { return chat.out().size() > out_at; }, 60), chat.err());
     chat.signal(SIGINT);
     REQUIRE_MESSAGE(chat.wait_for([&] { return count_of(chat.err(), "(cancelled)") > cancelled; }, 60),
-                    chat.err() << "\ncompute's log:\n" << inst.log("compute"));
+                    chat.err() << "\nchat's output since the line was sent:\n" << chat.out().substr(out_at)
+                               << "\ncompute's log:\n" << inst.log("compute"));
     // The same session answers the next line: its figures grew by this round's reply.
     const size_t stats_at = chat.out().size();
     REQUIRE(chat.write("/stats\n"));
