@@ -60,6 +60,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
     base_ = o.base_;
     bytes_ = o.bytes_;
     owner_ = o.owner_;
+    iod_pid_ = o.iod_pid_;
     o.base_ = nullptr;
     o.bytes_ = 0;
     o.owner_ = false;
@@ -93,10 +94,11 @@ ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layo
     backing = SegmentBacking::Named;
   if (backing != SegmentBacking::Named) {
     std::string why;
+    auto impl = std::make_unique<Impl>();  // before the file: nothing after it may throw unowned
     if (const int fd = platform::create_private_huge_shm(layout.total_bytes, why); fd >= 0) {
       // Mapped through Boost by the path of iod's own descriptor (kept open in Impl: the
       // clients open the same path under iod's pid).
-      s.impl_ = std::make_unique<Impl>();
+      s.impl_ = std::move(impl);
       s.impl_->private_fd = fd;
       try {
         const std::string self = "/proc/self/fd/" + std::to_string(fd);
@@ -169,19 +171,35 @@ ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayo
   ShmSegment s;
   try {
     if (!name.empty() && name[0] == '/') {
-      // iod's private file through its descriptor: only that form of path, and only a regular
-      // file of this user (another user's file is never mapped, whatever the peer says).
-      require(name.rfind("/proc/", 0) == 0 && name.find("/fd/") != std::string::npos,
+      // iod's private file through its descriptor: only "/proc/<pid>/fd/<n>", opened so that
+      // nothing but a regular file can do anything on open (no FIFO to block on, no terminal to
+      // acquire), and mapped only when it is a regular file of this user (whatever the peer
+      // says); Boost then maps that same open file through this process's own descriptor.
+      unsigned long pid = 0, fdn = 0;
+      int used = 0;
+      require(std::sscanf(name.c_str(), "/proc/%lu/fd/%lu%n", &pid, &fdn, &used) == 2 && size_t(used) == name.size() &&
+                  name == "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fdn),
               "shared memory segment " + name + ": not a name and not an iod descriptor path");
-      bip::file_mapping file(name.c_str(), bip::read_only);
+      s.iod_pid_ = uint32_t(pid);
+      const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+      if (fd < 0)
+        throw Error("shared memory segment " + name + ": cannot open iod's private file (" + std::strerror(errno) +
+                    "): a client must run as iod's user in its pid namespace; else start iod with --shm named");
       struct stat st {};
-      require(::fstat(file.get_mapping_handle().handle, &st) == 0 && S_ISREG(st.st_mode) &&
-                  st.st_uid == ::geteuid(),
-              "shared memory segment " + name + ": not a regular file of this user");
-      require(uint64_t(st.st_size) >= expect.total_bytes,
-              "shared memory segment " + name + ": smaller than the layout iod announced");
-      s.impl_ = std::make_unique<Impl>();
-      s.impl_->region = bip::mapped_region(file, bip::read_only, 0, expect.total_bytes);
+      const bool own_regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+      const uint64_t size = uint64_t(st.st_size);
+      try {
+        require(own_regular, "shared memory segment " + name + ": not a regular file of this user");
+        require(size >= expect.total_bytes, "shared memory segment " + name + ": smaller than the layout iod announced");
+        const std::string own = "/proc/self/fd/" + std::to_string(fd);
+        bip::file_mapping file(own.c_str(), bip::read_only);
+        s.impl_ = std::make_unique<Impl>();
+        s.impl_->region = bip::mapped_region(file, bip::read_only, 0, expect.total_bytes);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);  // the mapping keeps the file
     } else {
       bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
       bip::offset_t size = 0;
@@ -201,7 +219,9 @@ ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayo
   // decode with every expert cached (docs/LEARNED.md, 2026-12-05). The pages exist: iod
   // registers its slots with io_uring, which allocates them (4.6 GB mapped in 0.1-0.13 s); with
   // its pread pool this call allocates them, which the budget counts anyway (every slot). Where
-  // the call is refused, reads fault as before.
+  // the call is refused, reads fault as before. Huge pages asked for first: pages this call
+  // allocates then come as 2 MiB ones where the file system allows them.
+  platform::advise_huge_pages(s.base_, s.bytes_);
   (void)platform::populate_for_read(s.base_, s.bytes_);
   const SegmentHeader& h = s.header();
   require(h.magic == kSegmentMagic, "shared memory segment " + name + ": bad magic");
@@ -215,6 +235,10 @@ ShmSegment ShmSegment::open_read_only(const std::string& name, const SegmentLayo
           "shared memory segment " + name + ": layout differs from what iod announced");
   require(container_id == 0 || h.container_id == container_id,
           "shared memory segment " + name + ": holds another container's experts");
+  // A descriptor path names the iod that wrote the header: another process's file is refused.
+  require(s.iod_pid_ == 0 || h.iod_pid == s.iod_pid_,
+          "shared memory segment " + name + ": written by iod pid " + std::to_string(h.iod_pid) + ", not " +
+              std::to_string(s.iod_pid_));
   return s;
 }
 

@@ -74,6 +74,7 @@ class ShmSegment {
   uint8_t* base_ = nullptr;
   uint64_t bytes_ = 0;
   bool owner_ = false;
+  uint32_t iod_pid_ = 0;  // the pid in a private file's descriptor path (checked against the header)
 };
 
 // The segment name of an iod instance: "waste-iod-<instance hex>-<container hex>", the instance

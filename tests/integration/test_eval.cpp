@@ -218,10 +218,12 @@ TEST_CASE("iod killed mid-request: the command fails with a clear error, no cras
   const char* iod_env = std::getenv("WASTE_IOD");
   REQUIRE(iod_env != nullptr);
   // The iods and the bench are children of this test (exec'd by sh, with their output in log
-  // files), killed and reaped however the test ends.
+  // files), killed and reaped however the test ends. The segment in /dev/shm by name (--shm
+  // named): the one a kill -9 leaves behind (iod's private huge-page file has no name to leave).
   auto start_iod = [&](const std::string& log) {
     return std::make_unique<ChildProcess>(std::vector<std::string>{
-        "sh", "-c", "exec " + std::string(iod_env) + " --model " + model + " --run-dir " + run + " --slots 6 > " + log + " 2>&1"});
+        "sh", "-c", "exec " + std::string(iod_env) + " --model " + model + " --run-dir " + run +
+                        " --slots 6 --shm named > " + log + " 2>&1"});
   };
   const auto iod = start_iod(tmp / "iod.log");
   REQUIRE(iod->started());

@@ -10,8 +10,11 @@
 // system calls only (no allocation, no locks), on buffers prepared before the fork.
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -21,6 +24,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "shared/platform/shm.h"
 
@@ -54,9 +59,12 @@ bool write_all(const char* path, const char* text) {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const size_t n = std::strlen(text);
-  const bool ok = ::write(fd, text, n) == ssize_t(n);
+  const ssize_t w = ::write(fd, text, n);
+  const int err = w < 0 ? errno : EIO;  // a short write sets no errno of its own
   ::close(fd);
-  return ok;
+  if (w == ssize_t(n)) return true;
+  errno = err;
+  return false;
 }
 
 // Sends {step, errno} and, when fd >= 0, the descriptor.
@@ -89,32 +97,36 @@ struct ChildPlan {
 };
 
 [[noreturn]] void child_main(const ChildPlan& p) {
-  auto fail = [&](int step) {
-    send_result(p.sock, step, errno, -1);
+  auto fail = [&](int step, int err) {
+    send_result(p.sock, step, err, -1);
     ::_exit(1);
   };
-  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) fail(kUnshare);
+  // Only the socket stays open: a child stuck in a call must not hold iod's descriptors (its
+  // run directory's lock among them) after iod is gone.
+  ::syscall(SYS_close_range, unsigned(p.sock) + 1, ~0U, 0);
+  for (int fd = 0; fd < p.sock; ++fd) ::close(fd);
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) fail(kUnshare, errno);
   // Map this user to itself, so the file is owned by it outside the namespace too.
-  if (!write_all("/proc/self/setgroups", "deny")) fail(kSetgroups);
-  if (!write_all("/proc/self/uid_map", p.uid_map)) fail(kUidMap);
-  if (!write_all("/proc/self/gid_map", p.gid_map)) fail(kGidMap);
+  if (!write_all("/proc/self/setgroups", "deny")) fail(kSetgroups, errno);
+  if (!write_all("/proc/self/uid_map", p.uid_map)) fail(kUidMap, errno);
+  if (!write_all("/proc/self/gid_map", p.gid_map)) fail(kGidMap, errno);
   // Any directory will do as the mount point: the mount exists in this namespace only (a
   // namespace a less privileged user made gets its shared mounts as slaves: nothing
   // propagates out).
   const char* targets[] = {"/dev/shm", "/tmp", "/run", "/mnt"};
-  bool mounted = false;
   const char* target = nullptr;
+  int first_err = 0;  // the first target's refusal says why (a later one may only be missing)
   for (const char* t : targets) {
     if (::mount("waste-iod", t, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, p.mount_options) == 0) {
-      mounted = true;
       target = t;
       break;
     }
+    if (first_err == 0) first_err = errno;
   }
-  if (!mounted) fail(kMount);
+  if (target == nullptr) fail(kMount, first_err);
   const int fd = ::open(target, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) fail(kCreate);
-  if (::ftruncate(fd, off_t(p.bytes)) != 0) fail(kTruncate);
+  if (fd < 0) fail(kCreate, errno);
+  if (::ftruncate(fd, off_t(p.bytes)) != 0) fail(kTruncate, errno);
   send_result(p.sock, 0, 0, fd);
   ::_exit(0);
 }
@@ -139,6 +151,11 @@ int receive_result(int sock, int& step, int& err) {
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  if (n > 0 && (msg.msg_flags & MSG_CTRUNC)) {  // the kernel dropped the descriptor: no room for it here
+    step = kSend;
+    err = EMFILE;
+    return -1;
+  }
   int fd = -1;
   for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c))
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
@@ -146,7 +163,7 @@ int receive_result(int sock, int& step, int& err) {
   if (n != ssize_t(sizeof payload)) {
     if (fd >= 0) ::close(fd);
     step = kSend;
-    err = n < 0 ? errno : EPROTO;
+    err = n < 0 ? errno : ECHILD;  // nothing came: the child died first (the caller reports how)
     return -1;
   }
   step = payload[0];
@@ -158,13 +175,28 @@ int receive_result(int sock, int& step, int& err) {
   return fd;
 }
 
+// Why this process would get 4 KiB pages even on a tmpfs with huge=: "" when nothing says so.
+// (The mount and the file succeed either way; only the pages differ.)
+std::string huge_pages_refused() {
+  if (::prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1) return "transparent huge pages are disabled for this process";
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  if (!f) return "this kernel has no transparent huge pages";
+  std::stringstream text;
+  text << f.rdbuf();
+  if (text.str().find("[deny]") != std::string::npos) return "shmem_enabled is deny (huge pages refused for all shared memory)";
+  return "";
+}
+
 }  // namespace
 
 int create_private_huge_shm(uint64_t bytes, std::string& why) {
+  why = huge_pages_refused();
+  if (!why.empty()) return -1;
   ChildPlan plan{};
   std::snprintf(plan.uid_map, sizeof plan.uid_map, "%u %u 1", unsigned(::geteuid()), unsigned(::geteuid()));
   std::snprintf(plan.gid_map, sizeof plan.gid_map, "%u %u 1", unsigned(::getegid()), unsigned(::getegid()));
-  // Whole huge pages, plus one: the file system refuses a file over its size.
+  // The file system's size= bounds its pages (a fault past it is SIGBUS, not a bigger file): the
+  // file in whole huge pages (the caller sized it) and one more for slack.
   const uint64_t fs_bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
   std::snprintf(plan.mount_options, sizeof plan.mount_options, "huge=within_size,size=%llu,nr_inodes=16,mode=0700",
                 (unsigned long long)fs_bytes);
@@ -187,12 +219,18 @@ int create_private_huge_shm(uint64_t bytes, std::string& why) {
   int step = 0, err = 0;
   const int fd = receive_result(sv[0], step, err);
   ::close(sv[0]);
-  if (fd < 0) ::kill(pid, SIGKILL);  // a child stuck past the deadline must not linger
+  // The child has sent all it will (or is stuck past the deadline): the wait below must not
+  // depend on it exiting by itself. A child already exited is a zombie, which the kill leaves be.
+  ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (fd < 0) {
-    why = std::string(step_name(step)) + ": " + std::strerror(err);
+    if (err == ECHILD && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
+      why = std::string("the helper process was killed by signal ") + std::to_string(WTERMSIG(status)) +
+            " (a seccomp filter?)";
+    else
+      why = std::string(step_name(step)) + ": " + std::strerror(err);
     return -1;
   }
   // Trust only what was asked for: a regular file of this user, of the size, on a tmpfs.
