@@ -18,27 +18,14 @@
 
 #include "shared/platform/memory.h"
 #include "tests/skip.h"
+#include "tests/unit/platform/smaps.h"
 
 using namespace waste::platform;
 
 namespace {
 
 // Rss (KiB) of the mapping that starts at `p`, from /proc/self/smaps.
-long rss_kib_of(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  char start[32];
-  std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)));
-  std::string line;
-  bool in = false;
-  while (std::getline(smaps, line)) {
-    if (line.find('-') != std::string::npos && line.find(' ') != std::string::npos && !line.empty() &&
-        std::isxdigit(static_cast<unsigned char>(line[0])) && line.find(':') > line.find(' '))
-      in = line.rfind(start, 0) == 0;
-    else if (in && line.rfind("Rss:", 0) == 0)
-      return std::stol(line.substr(4));
-  }
-  return -1;
-}
+long rss_kib_of(const void* p) { return waste::test::smaps_kib_of(p, "Rss"); }
 
 bool kernel_at_least(int major, int minor) {
   utsname u{};

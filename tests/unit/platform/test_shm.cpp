@@ -18,6 +18,7 @@
 #include "shared/platform/shm.h"
 #include "shared/util/error.h"
 #include "tests/skip.h"
+#include "tests/unit/platform/smaps.h"
 
 using namespace waste::platform;
 
@@ -56,27 +57,6 @@ TEST_CASE("huge page mode of /dev/shm from the mount table") {
                 here);
 }
 
-namespace {
-
-// A field (kB) of the mapping that starts at `p`, from /proc/self/smaps; -1 when absent.
-long smaps_kib_of(const void* p, const std::string& field) {
-  std::ifstream smaps("/proc/self/smaps");
-  char start[32];
-  std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)));
-  std::string line;
-  bool in = false;
-  while (std::getline(smaps, line)) {
-    const size_t colon = line.find(':'), space = line.find(' ');
-    if (space != std::string::npos && (colon == std::string::npos || colon > space))
-      in = line.rfind(start, 0) == 0;  // a mapping's header line: "start-end perms ..."
-    else if (in && line.rfind(field + ":", 0) == 0)
-      return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
-
-}  // namespace
-
 TEST_CASE("a private huge-page segment: clients map it by iod's descriptor path, on 2 MiB pages, and it has no name") {
   using namespace waste::ipc;
   const std::string name = "waste-unit-private-" + std::to_string(::getpid());
@@ -108,7 +88,7 @@ TEST_CASE("a private huge-page segment: clients map it by iod's descriptor path,
     // The pages are huge in the reader's mapping (populated at open): the point of the file.
     // qemu-user maps guest memory its own way, and its smaps are the host's: not checked there.
     if (std::getenv("MESON_EXE_WRAPPER") == nullptr) {
-      const long pmd = smaps_kib_of(reader.base(), "ShmemPmdMapped");
+      const long pmd = waste::test::smaps_kib_of(reader.base(), "ShmemPmdMapped");
       CHECK_MESSAGE(pmd >= 2048, "ShmemPmdMapped " << pmd << " kB of the reader's mapping");
     }
   }
