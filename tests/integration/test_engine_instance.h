@@ -85,6 +85,7 @@ class Instance {
   bool ok() const { return synth_ok_ && up_ok_; }
   std::string why() const { return synth_output_ + up_output_ + log("iod") + log("compute") + log("serve") + log("supervise"); }
   const std::string& run_dir() const { return run_; }
+  const std::string& up_output() const { return up_output_; }  // what `up` printed
   const std::string& model() const { return model_; }
   std::string log(const std::string& name) const {
     std::ifstream f(run_ + "/" + name + ".log");

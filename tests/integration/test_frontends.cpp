@@ -4,6 +4,7 @@
 // an interactive chat driven through a pipe.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "tests/integration/step_gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/integration/synth_model.h"
+#include "tests/skip.h"
 
 using namespace waste;
 using namespace waste::test;
@@ -171,6 +173,28 @@ TEST_CASE("waste run: through a running instance gives the same greedy text as t
   const Ran both = run_waste({"run", inst.model(), "x", "--connect", inst.run_dir(), "--no-iod"}, no_instance);
   CHECK(both.status == 1);
   CHECK(both.err.find("--connect") != std::string::npos);
+}
+
+TEST_CASE("waste up --shm: named keeps the cache in /dev/shm (and up notes 4 KiB pages there); auto takes iod's huge-page file where it can") {
+  Instance named("--shm named");
+  REQUIRE_MESSAGE(named.ok(), named.why());
+  CHECK_MESSAGE(named.log("iod").find("(segment waste-iod-") != std::string::npos, named.log("iod"));
+  if (!platform::shm_huge_pages_enabled(platform::shm_huge_page_mode()))
+    CHECK_MESSAGE(named.up_output().find("iod's expert cache is on 4 KiB pages") != std::string::npos, named.up_output());
+  named.stop();
+
+  std::string why;
+  const int probe = platform::create_private_huge_shm(4096, why);
+  if (probe < 0 || platform::shm_huge_pages_enabled(platform::shm_huge_page_mode())) {
+    if (probe >= 0) ::close(probe);
+    waste::test::skip_part("auto uses /dev/shm here (" + (why.empty() ? std::string("it has huge pages") : why) + ")");
+    return;
+  }
+  ::close(probe);
+  Instance automatic;
+  REQUIRE_MESSAGE(automatic.ok(), automatic.why());
+  CHECK_MESSAGE(automatic.log("iod").find("(segment /proc/") != std::string::npos, automatic.log("iod"));
+  CHECK_MESSAGE(automatic.up_output().find("4 KiB pages") == std::string::npos, automatic.up_output());
 }
 
 TEST_CASE("waste chat: Ctrl-C cancels a streaming reply, not the session; /stats, /save, /reset, /load; /quit exits 0") {

@@ -237,7 +237,7 @@ class Options(Base):
 
     def test_values_in_range_reach_the_children(self):
         r = self.up("--ctx", "256", "--threads", "2", "--max-batch", "0", "--wedge-timeout", "0", "--max-sessions", "3",
-                    "--sessions", "2")
+                    "--sessions", "2", "--shm", "named")
         self.assertEqual(r.returncode, 0, r.stderr)
         comp = [c for c in self.state()["children"] if c["name"] == "compute"][0]["argv"]
         for pair in (["--ctx", "256"], ["--threads", "2"], ["--max-batch", "0"], ["--max-sessions", "3"], ["--sessions", "2"]):
@@ -245,9 +245,16 @@ class Options(Base):
         # iod plans for the same context and as many session states as compute holds in memory
         # (not the open sessions: compute parks idle ones on disk).
         iod = [c for c in self.state()["children"] if c["name"] == "iod"][0]["argv"]
-        for pair in (["--ctx", "256"], ["--sessions", "2"]):
+        for pair in (["--ctx", "256"], ["--sessions", "2"], ["--shm", "named"]):
             self.assertIn(pair, [iod[i:i + 2] for i in range(len(iod))])
         self.assertNotIn("--max-sessions", iod)
+
+    def test_an_unknown_segment_backing_is_refused_naming_it(self):
+        r = self.up("--shm", "hugepages")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("argument --shm", r.stderr)
+        self.assertIn("hugepages", r.stderr)
+        self.assertFalse(os.path.exists(self.run_dir))  # nothing started
 
     def test_more_states_than_open_sessions_is_refused(self):
         r = self.up("--max-sessions", "2", "--sessions", "3")
@@ -522,7 +529,7 @@ class Unit(unittest.TestCase):
         self.addCleanup(shutil.rmtree, d, True)
         args = types.SimpleNamespace(model=d, slots=None, budget=None, image_patches=None, prompt_cache=None,
                                      ctx=None, threads=None, max_sessions=None, sessions=None, park_dir=None,
-                                     max_batch=None, iod_timeout=None,
+                                     max_batch=None, iod_timeout=None, shm=None,
                                      http=None, image_dir=None, compute_timeout=None, api_key_file=None,
                                      wedge_timeout=wedge)
         s = self.m.Supervisor(args, d, self.m.StopFlag())

@@ -19,6 +19,7 @@
 #include "shared/image/image_budget.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/rpc_call.h"
+#include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
 #include "shared/util/option_limits.h"
 #include "shared/util/progress.h"
@@ -130,7 +131,7 @@ nlohmann::json instance_health(const std::string& dir, int64_t timeout_ms) {
 
 void register_up_commands(CLI::App& app) {
   struct UpOptions {
-    std::string model, budget, http, run_dir, prompt_cache, image_dir, api_key_file, park_dir;
+    std::string model, budget, http, run_dir, prompt_cache, image_dir, api_key_file, park_dir, shm;
     bool foreground = false;
     int ctx = 0, threads = 0, max_sessions = 0, sessions = 0, max_batch = -1, image_patches = 0;
     double wedge_timeout = -1;  // < 0: the supervisor's default
@@ -163,6 +164,10 @@ void register_up_commands(CLI::App& app) {
                      "): more sessions' requests wait for one, idle sessions' states are parked on disk")
       ->check(CLI::Range(1, limits::kMaxSessions));
   up->add_option("--park-dir", o->park_dir, "Directory for parked session states (default: $TMPDIR or /var/tmp)");
+  up->add_option("--shm", o->shm,
+                 "Where iod keeps the expert cache: auto (default: /dev/shm with huge pages, else a private file on "
+                 "2 MiB pages, else /dev/shm), huge-file or named (README, huge pages)")
+      ->check(ipc::segment_backing_problem);
   up->add_option("--max-batch", o->max_batch, "Sessions per compute step at most (0: every ready session; 1: unbatched)")
       ->check(CLI::Range(0, limits::kMaxBatch));
   up->add_option("--iod-timeout", o->iod_timeout_ms, "ms compute waits for an answer of iod (10000)")
@@ -187,6 +192,7 @@ void register_up_commands(CLI::App& app) {
     if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
     if (o->sessions) a.insert(a.end(), {"--sessions", std::to_string(o->sessions)});
     if (!o->park_dir.empty()) a.insert(a.end(), {"--park-dir", o->park_dir});
+    if (!o->shm.empty()) a.insert(a.end(), {"--shm", o->shm});
     if (o->max_batch >= 0) a.insert(a.end(), {"--max-batch", std::to_string(o->max_batch)});
     if (!o->prompt_cache.empty()) a.insert(a.end(), {"--prompt-cache", o->prompt_cache});
     if (o->iod_timeout_ms) a.insert(a.end(), {"--iod-timeout", std::to_string(o->iod_timeout_ms)});
