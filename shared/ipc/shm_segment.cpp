@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "shared/container/format.h"
 #include "shared/platform/memory.h"
@@ -38,15 +39,22 @@ const char* backing_name(SegmentBacking b) {
   return "?";
 }
 
-std::string segment_backing_problem(const std::string& text) {
+namespace {
+
+std::optional<SegmentBacking> find_backing(const std::string& text) {
   for (SegmentBacking b : {SegmentBacking::Auto, SegmentBacking::PrivateHuge, SegmentBacking::Named})
-    if (text == backing_name(b)) return "";
-  return "unknown segment backing '" + text + "' (auto, huge-file or named)";
+    if (text == backing_name(b)) return b;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string segment_backing_problem(const std::string& text) {
+  return find_backing(text) ? "" : "unknown segment backing '" + text + "' (auto, huge-file or named)";
 }
 
 SegmentBacking parse_segment_backing(const std::string& text) {
-  for (SegmentBacking b : {SegmentBacking::Auto, SegmentBacking::PrivateHuge, SegmentBacking::Named})
-    if (text == backing_name(b)) return b;
+  if (const auto b = find_backing(text)) return *b;
   throw Error("--shm: " + segment_backing_problem(text), ErrorKind::InvalidRequest, "--shm");
 }
 
@@ -85,6 +93,42 @@ void ShmSegment::unlink() {
 
 bool ShmSegment::remove(const std::string& name) { return bip::shared_memory_object::remove(name.c_str()); }
 
+bool ShmSegment::map_private_huge(uint64_t bytes, std::string& why) {
+  auto impl = std::make_unique<Impl>();  // before the file: nothing after it may throw unowned
+  impl->private_fd = platform::create_private_huge_shm(bytes, why);
+  if (impl->private_fd < 0) return false;
+  try {
+    // Mapped through Boost by the path of iod's own descriptor (kept open in Impl: the clients
+    // open the same path under iod's pid).
+    const std::string self = "/proc/self/fd/" + std::to_string(impl->private_fd);
+    bip::file_mapping file(self.c_str(), bip::read_write);
+    impl->region = bip::mapped_region(file, bip::read_write, 0, bytes);
+  } catch (const bip::interprocess_exception& e) {
+    why = std::string("mapping it: ") + e.what();
+    return false;  // impl closes the descriptor
+  }
+  name_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(impl->private_fd);
+  impl_ = std::move(impl);
+  owner_ = true;
+  return true;
+}
+
+void ShmSegment::map_named(const std::string& name, uint64_t bytes) {
+  try {
+    bip::permissions perm(0600);
+    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, perm);
+    name_ = name;
+    owner_ = true;  // from here on the destructor removes it
+    shm.truncate(bip::offset_t(bytes));
+    impl_ = std::make_unique<Impl>();
+    impl_->region = bip::mapped_region(shm, bip::read_write, 0, bytes);
+  } catch (const bip::interprocess_exception& e) {
+    if (owner_) bip::shared_memory_object::remove(name.c_str());
+    owner_ = false;
+    throw Error("shared memory segment " + name + ": cannot create " + std::to_string(bytes) + " bytes: " + e.what());
+  }
+}
+
 ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layout, uint64_t instance_id,
                               uint64_t container_id, SegmentBacking backing, std::string* why_not_huge) {
   remove(name);
@@ -92,46 +136,13 @@ ShmSegment ShmSegment::create(const std::string& name, const SegmentLayout& layo
   // Huge pages from /dev/shm itself where its mount gives them; else iod's private file.
   if (backing == SegmentBacking::Auto && platform::shm_huge_pages_enabled(platform::shm_huge_page_mode()))
     backing = SegmentBacking::Named;
-  if (backing != SegmentBacking::Named) {
-    std::string why;
-    auto impl = std::make_unique<Impl>();  // before the file: nothing after it may throw unowned
-    if (const int fd = platform::create_private_huge_shm(layout.total_bytes, why); fd >= 0) {
-      // Mapped through Boost by the path of iod's own descriptor (kept open in Impl: the
-      // clients open the same path under iod's pid).
-      s.impl_ = std::move(impl);
-      s.impl_->private_fd = fd;
-      try {
-        const std::string self = "/proc/self/fd/" + std::to_string(fd);
-        bip::file_mapping file(self.c_str(), bip::read_write);
-        s.impl_->region = bip::mapped_region(file, bip::read_write, 0, layout.total_bytes);
-        s.name_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd);
-        s.owner_ = true;
-      } catch (const bip::interprocess_exception& e) {
-        s.impl_.reset();
-        why = std::string("mapping it: ") + e.what();
-      }
-    }
-    if (s.impl_) {
-    } else if (backing == SegmentBacking::PrivateHuge) {
+  std::string why;
+  if (backing == SegmentBacking::Named || !s.map_private_huge(layout.total_bytes, why)) {
+    if (backing == SegmentBacking::PrivateHuge)
       throw Error("shared memory segment: cannot create a private huge-page file of " +
                   std::to_string(layout.total_bytes) + " bytes: " + why);
-    } else if (why_not_huge) {
-      *why_not_huge = why;
-    }
-  }
-  if (!s.impl_) try {
-    bip::permissions perm(0600);
-    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, perm);
-    s.name_ = name;
-    s.owner_ = true;  // from here on the destructor removes it
-    shm.truncate(bip::offset_t(layout.total_bytes));
-    s.impl_ = std::make_unique<Impl>();
-    s.impl_->region = bip::mapped_region(shm, bip::read_write, 0, layout.total_bytes);
-  } catch (const bip::interprocess_exception& e) {
-    if (s.owner_) bip::shared_memory_object::remove(name.c_str());
-    s.owner_ = false;
-    throw Error("shared memory segment " + name + ": cannot create " + std::to_string(layout.total_bytes) +
-                " bytes: " + e.what());
+    if (why_not_huge) *why_not_huge = why;  // empty when Named was asked for
+    s.map_named(name, layout.total_bytes);
   }
   s.base_ = static_cast<uint8_t*>(s.impl_->region.get_address());
   s.bytes_ = layout.total_bytes;

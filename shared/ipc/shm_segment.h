@@ -67,6 +67,10 @@ class ShmSegment {
 
  private:
   void reset();
+  // create's two backings: each maps the segment into *this (impl_, name_, owner_); the private
+  // file returns false with `why` where the system refuses it.
+  bool map_private_huge(uint64_t bytes, std::string& why);
+  void map_named(const std::string& name, uint64_t bytes);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
