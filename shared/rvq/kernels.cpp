@@ -60,11 +60,14 @@ const BooksT& transposed(const float* books) {
 
 }  // namespace
 
-void build_tables_at(SimdLevel level, const float* x, int cols, const float* books, RvqTables& out) {
+namespace {
+
+// Sizes out for `cols` inputs against `books` at `level` (the caller's thread: no allocation
+// in the workers); returns the number of blocks to fill, 0 for the AVX2 path (no tables).
+int prepare_tables(SimdLevel level, const float* x, int cols, const float* books, RvqTables& out) {
   require(cols > 0 && cols % kVqDim == 0, "build_tables: input width must be a positive multiple of 8, got " +
                                               std::to_string(cols));
   require(books != nullptr, "build_tables: no codebooks");
-  level = kernel_level(level);
   const int G = cols / kVqDim;
   const int blocks = (G + kLutBlockVectors - 1) / kLutBlockVectors;
   out.cols = cols;
@@ -74,26 +77,61 @@ void build_tables_at(SimdLevel level, const float* x, int cols, const float* boo
   if (level == SimdLevel::Avx2) {  // the decode path reads x and the books only
     out.q.clear();
     std::fill(out.block_scale.begin(), out.block_scale.end(), 0.0f);
-    return;
+    return 0;
   }
   out.q.resize(size_t(G) * kVqStages * kVqEntries);
-  const BooksT& bt = transposed(books);
-  for (int b = 0; b < blocks; ++b) {
-    const int g0 = b * kLutBlockVectors, nv = std::min(G - g0, kLutBlockVectors);
-    uint8_t* q = out.q.data() + size_t(g0) * kVqStages * kVqEntries;
+  return blocks;
+}
+
+// Block b of out's tables (every block is independent: its own scale, its own bytes).
+void table_block_at(SimdLevel level, const BooksT& bt, int b, RvqTables& out) {
+  const int G = out.cols / kVqDim;
+  const int g0 = b * kLutBlockVectors, nv = std::min(G - g0, kLutBlockVectors);
+  const float* x = out.x.data() + size_t(g0) * kVqDim;
+  uint8_t* q = out.q.data() + size_t(g0) * kVqStages * kVqEntries;
+  float& scale = out.block_scale[size_t(b)];
 #if defined(__x86_64__)
-    if (level == SimdLevel::Avx512) {
-      out.block_scale[size_t(b)] = table_block_avx512(x + g0 * kVqDim, nv, bt, q);
-      continue;
-    }
-#elif defined(__aarch64__)
-    if (level == SimdLevel::Neon) {
-      out.block_scale[size_t(b)] = table_block_neon(x + g0 * kVqDim, nv, bt, q);
-      continue;
-    }
-#endif
-    out.block_scale[size_t(b)] = table_block_scalar(x + g0 * kVqDim, nv, bt, q);
+  if (level == SimdLevel::Avx512) {
+    scale = table_block_avx512(x, nv, bt, q);
+    return;
   }
+#elif defined(__aarch64__)
+  if (level == SimdLevel::Neon) {
+    scale = table_block_neon(x, nv, bt, q);
+    return;
+  }
+#endif
+  scale = table_block_scalar(x, nv, bt, q);
+}
+
+}  // namespace
+
+void build_tables_at(SimdLevel level, const float* x, int cols, const float* books, RvqTables& out) {
+  level = kernel_level(level);
+  const int blocks = prepare_tables(level, x, cols, books, out);
+  if (blocks == 0) return;
+  const BooksT& bt = transposed(books);
+  for (int b = 0; b < blocks; ++b) table_block_at(level, bt, b, out);
+}
+
+void build_tables_batch(const float* const* x, int cols, const float* books, RvqTables* const* out, int n,
+                        ThreadPool* pool) {
+  const SimdLevel level = kernel_level(simd_level());
+  int blocks = 0;
+  for (int i = 0; i < n; ++i) blocks = prepare_tables(level, x[i], cols, books, *out[i]);
+  if (n <= 0 || blocks == 0) return;
+  // Transposed once here: the workers share it (transposed() is per thread, and the caller
+  // does not call it again before parallel_for returns).
+  const BooksT& bt = transposed(books);
+  const size_t items = size_t(n) * size_t(blocks);
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) table_block_at(level, bt, int(k % size_t(blocks)), *out[k / size_t(blocks)]);
+  };
+  // A block is ~2 us of work (8 positions x 3 x 256 entries x 8 inputs); 4 of them outweigh
+  // handing a chunk to the other thread.
+  constexpr size_t kMinBlocksPerChunk = 4;
+  if (!pool || pool->size() < 2 || items < 2 * kMinBlocksPerChunk) return run(0, items);
+  pool->parallel_for(items, kMinBlocksPerChunk, run);
 }
 
 void build_tables(const float* x, int cols, const float* books, RvqTables& out) {
@@ -149,6 +187,24 @@ void build_expert_tables(const float* x, int hidden, const float* layer_codebook
   build_tables(x, hidden, layer_codebooks + kCodebookFloats, out.up);
 }
 
+void build_expert_tables_batch(const float* const* x, int n, int hidden, const float* layer_codebooks,
+                               ExpertTables* const* out, ThreadPool* pool) {
+  thread_local std::vector<RvqTables*> gate, up;
+  gate.resize(size_t(std::max(n, 0)));
+  up.resize(size_t(std::max(n, 0)));
+  for (int i = 0; i < n; ++i) {
+    ExpertTables& t = *out[i];
+    t.hidden = hidden;
+    t.codebooks = layer_codebooks;
+    t.x.assign(x[i], x[i] + hidden);
+    gate[size_t(i)] = &t.gate;
+    up[size_t(i)] = &t.up;
+  }
+  if (!layer_codebooks) return;
+  build_tables_batch(x, hidden, layer_codebooks, gate.data(), n, pool);
+  build_tables_batch(x, hidden, layer_codebooks + kCodebookFloats, up.data(), n, pool);
+}
+
 namespace {
 
 void check_view(const ExpertView& v, const ExpertTables& t) {
@@ -200,10 +256,15 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
     rvq_matmul(v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), pool);
     for (size_t k = 0; k < size_t(n) * I; ++k) s.h[k] = activate(act, s.gate[k], s.up[k]);
     if (s.down.size() < size_t(n)) s.down.resize(size_t(n));
+    s.down_inputs.resize(nn);
+    std::vector<RvqTables*>& down_out = s.down_out;
+    down_out.resize(nn);
     for (int i = 0; i < n; ++i) {
-      build_tables(s.h.data() + size_t(i) * I, I, v.codebooks + 2 * kCodebookFloats, s.down[size_t(i)]);
+      s.down_inputs[size_t(i)] = s.h.data() + size_t(i) * I;
+      down_out[size_t(i)] = &s.down[size_t(i)];
       td[size_t(i)] = &s.down[size_t(i)];
     }
+    build_tables_batch(s.down_inputs.data(), I, v.codebooks + 2 * kCodebookFloats, down_out.data(), n, pool);
     rvq_matmul(v.down, v.down_scales, H, I, td.data(), n, s.out.data(), size_t(H), pool);
   } else {
     const MatrixView g = lossless(v, v.gate, I, H), u = lossless(v, v.up, I, H), d = lossless(v, v.down, H, I);

@@ -45,6 +45,10 @@ struct RvqTables {
 // `level` picks the path; the default is simd_level(). Every level builds identical tables.
 void build_tables(const float* x, int cols, const float* books, RvqTables& out);
 void build_tables_at(SimdLevel level, const float* x, int cols, const float* books, RvqTables& out);
+// Tables of n inputs x[i] (each `cols` wide) into *out[i], the blocks of all of them spread
+// over the pool (null: this thread). The same bytes as n build_tables calls.
+void build_tables_batch(const float* const* x, int cols, const float* books, RvqTables* const* out, int n,
+                        ThreadPool* pool);
 
 // y[rows] = W x for a VQ3R matrix W [rows, cols] (codes + f16 row scales) given x's tables.
 // With a pool, row tiles are spread over its threads (same result).
@@ -78,6 +82,9 @@ struct ExpertTables {
 // layer_codebooks: gate, up, down books (3 x kCodebookFloats), or nullptr for a layer whose
 // experts are lossless (only x is kept).
 void build_expert_tables(const float* x, int hidden, const float* layer_codebooks, ExpertTables& out);
+// The same for n inputs x[i] into *out[i], every table's blocks spread over the pool.
+void build_expert_tables_batch(const float* const* x, int n, int hidden, const float* layer_codebooks,
+                               ExpertTables* const* out, ThreadPool* pool);
 
 // Reusable buffers of one caller (not shared between threads), so the per-expert path does
 // not allocate once they have grown to the largest batch.
@@ -85,6 +92,8 @@ struct ExpertScratch {
   std::vector<float> gate, up, h, out;
   std::vector<RvqTables> down;
   std::vector<const RvqTables*> gate_tables, up_tables, down_tables;  // per token of a batch
+  std::vector<const float*> down_inputs;                             // per token: its h
+  std::vector<RvqTables*> down_out;                                  // per token: s.down[i]
 };
 
 // y[hidden] += weight * down(act(gate x, up x)) for one expert in any format. For VQ3R the

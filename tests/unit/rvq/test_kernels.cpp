@@ -257,6 +257,56 @@ TEST_CASE("rvq_matvec: thread count and batching do not change a bit") {
   CHECK_THROWS_AS(rvq_matvec(m.codes.data(), m.scales.data(), rows, cols, wrong, y.data()), Error);
 }
 
+TEST_CASE("build_tables_batch: a pool builds the same tables as one build_tables per input") {
+  std::vector<float> books = books_like_trained(14);
+  // 35 positions: 5 blocks, the last one short; 6 inputs spread over 3 threads in chunks.
+  const int cols = 280, n = 6;
+  std::vector<float> xs = gaussian(size_t(n) * cols, 15);
+  xs[7] = 0;  // some zero and some large values: the scales differ per block
+  for (int k = 0; k < cols; ++k) xs[size_t(2 * cols + k)] = 0.0f;
+  xs[size_t(3 * cols + 9)] = 1e4f;
+  ThreadPool pool(3);
+  std::vector<RvqTables> one(n), batch(n);
+  std::vector<const float*> in(n);
+  std::vector<RvqTables*> out(n);
+  for (int i = 0; i < n; ++i) {
+    build_tables(&xs[size_t(i) * cols], cols, books.data(), one[size_t(i)]);
+    in[size_t(i)] = &xs[size_t(i) * cols];
+    out[size_t(i)] = &batch[size_t(i)];
+  }
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    for (auto& t : batch) t = RvqTables{};
+    build_tables_batch(in.data(), cols, books.data(), out.data(), n, p);
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      REQUIRE(batch[size_t(i)].q.size() == one[size_t(i)].q.size());
+      CHECK(batch[size_t(i)].q == one[size_t(i)].q);
+      CHECK(batch[size_t(i)].block_scale == one[size_t(i)].block_scale);
+      CHECK(batch[size_t(i)].cols == cols);
+      CHECK(batch[size_t(i)].books == books.data());
+    }
+  }
+  // The expert form: gate and up tables of each input, as build_expert_tables gives them.
+  std::vector<float> layer(3 * kCodebookFloats);
+  for (int k = 0; k < 3; ++k) std::copy(books.begin(), books.end(), layer.begin() + k * kCodebookFloats);
+  for (size_t j = 0; j < layer.size(); j += 7) layer[j] *= 1.5f;  // three different books
+  std::vector<ExpertTables> e_one(n), e_batch(n);
+  std::vector<ExpertTables*> e_out(n);
+  for (int i = 0; i < n; ++i) {
+    build_expert_tables(in[size_t(i)], cols, layer.data(), e_one[size_t(i)]);
+    e_out[size_t(i)] = &e_batch[size_t(i)];
+  }
+  build_expert_tables_batch(in.data(), n, cols, layer.data(), e_out.data(), &pool);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    CHECK(e_batch[size_t(i)].gate.q == e_one[size_t(i)].gate.q);
+    CHECK(e_batch[size_t(i)].up.q == e_one[size_t(i)].up.q);
+    CHECK(e_batch[size_t(i)].up.block_scale == e_one[size_t(i)].up.block_scale);
+    CHECK(e_batch[size_t(i)].x == e_one[size_t(i)].x);
+    CHECK(e_batch[size_t(i)].codebooks == layer.data());
+  }
+}
+
 TEST_CASE("activations") {
   ExpertActivation silu;
   CHECK(activate(silu, 1.0f, 2.0f) == doctest::Approx(2.0 * 1.0 / (1.0 + std::exp(-1.0))).epsilon(1e-6));
