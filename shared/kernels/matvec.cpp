@@ -4,6 +4,7 @@
 #include <string>
 
 #include "shared/kernels/matvec.h"
+#include "shared/kernels/matvec_int8_tokens.h"
 #include "shared/kernels/matvec_paths.h"
 #include "shared/util/cpu.h"
 #include "shared/util/error.h"
@@ -118,7 +119,10 @@ void for_row_ranges(ThreadPool* pool, int64_t rows, int64_t weights_per_row,
 void matmul_int8_path([[maybe_unused]] KernelPath path, const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
   if (!int8_simd_handles(w)) path = KernelPath::Scalar;
 #if defined(__x86_64__)
-  if (path == KernelPath::Avx512 && cpu_features().avx512vnni) return matmul_int8_avx512(w, x, n, y, pool);
+  if (path == KernelPath::Avx512 && cpu_features().avx512vnni) {
+    if (int8_tokens_handles(w, n)) return matmul_int8_avx512_tokens(w, x, n, y, pool);
+    return matmul_int8_avx512(w, x, n, y, pool);
+  }
   if (path == KernelPath::Avx512 || path == KernelPath::Avx2) return matmul_int8_avx2(w, x, n, y, pool);
 #elif defined(__aarch64__)
   if (path == KernelPath::NeonI8mm) return matmul_int8_neon_i8mm(w, x, n, y, pool);

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "shared/kernels/activation.h"
 #include "shared/kernels/matvec.h"
@@ -252,10 +254,38 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
     tu.resize(nn);
     td.resize(nn);
     for (int i = 0; i < n; ++i) { tg[size_t(i)] = &t[i]->gate; tu[size_t(i)] = &t[i]->up; }
-    rvq_matmul(v.gate, v.gate_scales, I, H, tg.data(), n, s.gate.data(), size_t(I), pool);
-    rvq_matmul(v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), pool);
-    for (size_t k = 0; k < size_t(n) * I; ++k) s.h[k] = activate(act, s.gate[k], s.up[k]);
-    if (s.down.size() < size_t(n)) s.down.resize(size_t(n));
+    const SimdLevel level = simd_level();
+    // Work items are groups of 4 row tiles (the AVX-512 kernel's unit; no row's result depends
+    // on the split). Gate, up and the activation of the same inner rows are one item, and the
+    // down product and its weighted sum into y another: two hand-offs to the pool instead of
+    // three matmuls, and the activation and the sum no longer run on this thread alone.
+    constexpr int kGroupTiles = 4;
+    auto groups_of = [](int rows) { return ((rows + kVqTileRows - 1) / kVqTileRows + kGroupTiles - 1) / kGroupTiles; };
+    auto rows_of = [](int group, int rows) {
+      return std::pair<int, int>(group * kGroupTiles * kVqTileRows, std::min(rows, (group + 1) * kGroupTiles * kVqTileRows));
+    };
+    auto each_group = [&](int groups, const std::function<void(int)>& item) {
+      if (!pool || pool->size() < 2 || groups < 2) {
+        for (int k = 0; k < groups; ++k) item(k);
+        return;
+      }
+      pool->parallel_for(size_t(groups), 1, [&](size_t b, size_t e) {
+        for (size_t k = b; k < e; ++k) item(int(k));
+      });
+    };
+    const int tiles_i = (I + kVqTileRows - 1) / kVqTileRows, tiles_h = (H + kVqTileRows - 1) / kVqTileRows;
+    each_group(groups_of(I), [&](int k) {
+      const int t0 = k * kGroupTiles, t1 = std::min(tiles_i, t0 + kGroupTiles);
+      rvq_matmul_at(level, v.gate, v.gate_scales, I, H, tg.data(), n, s.gate.data(), size_t(I), t0, t1);
+      rvq_matmul_at(level, v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), t0, t1);
+      const auto [r0, r1] = rows_of(k, I);
+      for (int i = 0; i < n; ++i)
+        for (int r = r0; r < r1; ++r) {
+          const size_t at = size_t(i) * I + size_t(r);
+          s.h[at] = activate(act, s.gate[at], s.up[at]);
+        }
+    });
+    if (s.down.size() < nn) s.down.resize(nn);
     s.down_inputs.resize(nn);
     std::vector<RvqTables*>& down_out = s.down_out;
     down_out.resize(nn);
@@ -265,16 +295,22 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
       td[size_t(i)] = &s.down[size_t(i)];
     }
     build_tables_batch(s.down_inputs.data(), I, v.codebooks + 2 * kCodebookFloats, down_out.data(), n, pool);
-    rvq_matmul(v.down, v.down_scales, H, I, td.data(), n, s.out.data(), size_t(H), pool);
-  } else {
-    const MatrixView g = lossless(v, v.gate, I, H), u = lossless(v, v.up, I, H), d = lossless(v, v.down, H, I);
-    for (int i = 0; i < n; ++i) {
-      matvec(g, t[i]->x.data(), s.gate.data() + size_t(i) * I);
-      matvec(u, t[i]->x.data(), s.up.data() + size_t(i) * I);
-    }
-    for (size_t k = 0; k < size_t(n) * I; ++k) s.h[k] = activate(act, s.gate[k], s.up[k]);
-    for (int i = 0; i < n; ++i) matvec(d, s.h.data() + size_t(i) * I, s.out.data() + size_t(i) * H);
+    each_group(groups_of(H), [&](int k) {
+      const int t0 = k * kGroupTiles, t1 = std::min(tiles_h, t0 + kGroupTiles);
+      rvq_matmul_at(level, v.down, v.down_scales, H, I, td.data(), n, s.out.data(), size_t(H), t0, t1);
+      const auto [r0, r1] = rows_of(k, H);
+      for (int i = 0; i < n; ++i)
+        for (int r = r0; r < r1; ++r) y[size_t(i) * H + size_t(r)] += weights[i] * s.out[size_t(i) * H + size_t(r)];
+    });
+    return;
   }
+  const MatrixView g = lossless(v, v.gate, I, H), u = lossless(v, v.up, I, H), d = lossless(v, v.down, H, I);
+  for (int i = 0; i < n; ++i) {
+    matvec(g, t[i]->x.data(), s.gate.data() + size_t(i) * I);
+    matvec(u, t[i]->x.data(), s.up.data() + size_t(i) * I);
+  }
+  for (size_t k = 0; k < size_t(n) * I; ++k) s.h[k] = activate(act, s.gate[k], s.up[k]);
+  for (int i = 0; i < n; ++i) matvec(d, s.h.data() + size_t(i) * I, s.out.data() + size_t(i) * H);
   for (int i = 0; i < n; ++i)
     for (int r = 0; r < H; ++r) y[size_t(i) * H + r] += weights[i] * s.out[size_t(i) * H + r];
 }

@@ -80,8 +80,9 @@ TEST_CASE("int8: every path and token count gives the scalar implementation's bi
     for (const Shape& s : kShapes) {
       if (f == TensorFormat::Q4G && s.group % 2) continue;
       // n: 1 (decode), 3 (an odd token pair: SMMLA pairs the last token with itself), 5 (a
-      // full token tile and a single), 6 (a full tile and a pair), split over a pool.
-      require_paths_equal_scalar(f, s, {1, 3, 5, 6}, 6, rng, pool);
+      // full token tile and a single), 6 (a full tile and a pair), 16 (one block of the
+      // AVX-512 token-lane path), 37 (two blocks and 5 lanes of a third), split over a pool.
+      require_paths_equal_scalar(f, s, {1, 3, 5, 6, 16, 37}, 37, rng, pool);
     }
 }
 
@@ -96,7 +97,7 @@ TEST_CASE("int8: --trunk-group 128 on random shapes, odd row counts, gives the s
   std::vector<Shape> shapes = {{7, 7168, 128}, {1, 128, 128}, {3, 384, 128}};
   for (int i = 0; i < 12; ++i) shapes.push_back({2 * half_rows(rng) + 1, 128 * groups(rng), 128});
   for (TensorFormat f : {TensorFormat::Q4G, TensorFormat::Q8G})
-    for (const Shape& s : shapes) require_paths_equal_scalar(f, s, {1, 2, 3, 5}, 5, rng, pool);
+    for (const Shape& s : shapes) require_paths_equal_scalar(f, s, {1, 2, 3, 5, 21}, 21, rng, pool);
 }
 
 TEST_CASE("int8: exact where the activations are exact int8 values") {
@@ -184,7 +185,7 @@ TEST_CASE("int8: extreme weights and activations overflow no path's integer sums
       const bool low = r < 2 || (r >= 4 && coin(rng));
       q[i] = f == TensorFormat::Q8G ? uint8_t(low ? 0x80 : 0x7f) : uint8_t(low ? 0x00 : 0xff);
     }
-    for (int64_t n : {1, 2, 5}) {
+    for (int64_t n : {1, 2, 5, 18}) {
       std::vector<float> x(size_t(n * cols));
       for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 7) % 3 == 0 ? 127.0f : -127.0f;
       for (int64_t t = 0; t < n; ++t)  // one token all +127, against rows of one sign: the largest sums
@@ -217,6 +218,27 @@ TEST_CASE("int8: zero activations give +0, a non-finite one gives NaN") {
       x[600] = std::numeric_limits<float>::quiet_NaN();
       matvec_path(p, ActivationMode::Int8, m.view, x.data(), y.data(), nullptr);
       for (float v : y) CHECK(std::isnan(v));
+    }
+    // The same in a matmul of 17 tokens (the token-lane path): token 3 all zero, token 9
+    // with an infinity, token 16 with a NaN; the others must not be touched by them.
+    const int64_t n = 17;
+    std::vector<float> xs = realistic_activations(n * 640, rng);
+    std::fill(xs.begin() + 3 * 640, xs.begin() + 4 * 640, 0.0f);
+    xs[9 * 640 + 17] = std::numeric_limits<float>::infinity();
+    xs[16 * 640 + 639] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> ref(size_t(n * 5));
+    matmul_int8_scalar(m.view, xs.data(), n, ref.data(), nullptr);
+    for (KernelPath p : available_paths()) {
+      INFO(kernel_path_name(p), " ", format_name(f), " n 17");
+      std::vector<float> ys(ref.size(), -1.0f);
+      matmul_path(p, ActivationMode::Int8, m.view, xs.data(), n, ys.data(), nullptr);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t r = 0; r < 5; ++r) {
+          const float v = ys[size_t(t * 5 + r)];
+          if (t == 3) CHECK_EQ(f32_to_bits(v), 0u);
+          else if (t == 9 || t == 16) CHECK(std::isnan(v));
+          else CHECK_EQ(f32_to_bits(v), f32_to_bits(ref[size_t(t * 5 + r)]));
+        }
     }
   }
 }

@@ -323,7 +323,8 @@ TEST_CASE("activations") {
 }
 
 TEST_CASE("apply_expert: VQ3R and F32/BF16 experts against a float reference; batch == per token") {
-  const int H = 136, I = 72;
+  // 9 and 5 row tiles, the last ones partial: several groups of 4 tiles for a pool to split.
+  const int H = 552, I = 264;
   std::vector<float> layer(3 * kCodebookFloats);
   for (int k = 0; k < 3; ++k) {
     std::vector<float> b = books_like_trained(20 + uint64_t(k));
@@ -367,6 +368,17 @@ TEST_CASE("apply_expert: VQ3R and F32/BF16 experts against a float reference; ba
   for (int i = 0; i < n; ++i) apply_expert(v, ts[size_t(i)], weights[i], act, scratch, &single[size_t(i) * H]);
   apply_expert_batch(v, p.data(), weights, n, act, scratch, batch.data());
   CHECK(std::memcmp(single.data(), batch.data(), single.size() * 4) == 0);
+  // On a pool (work split by groups of row tiles, the activation and the weighted sum in the
+  // workers): the same bits, alone and batched.
+  {
+    ThreadPool pool(3);
+    std::vector<float> single_pool(size_t(n) * H, 0.0f), batch_pool(size_t(n) * H, 0.0f);
+    for (int i = 0; i < n; ++i)
+      apply_expert(v, ts[size_t(i)], weights[i], act, scratch, &single_pool[size_t(i) * H], &pool);
+    apply_expert_batch(v, p.data(), weights, n, act, scratch, batch_pool.data(), &pool);
+    CHECK(std::memcmp(single.data(), single_pool.data(), single.size() * 4) == 0);
+    CHECK(std::memcmp(single.data(), batch_pool.data(), single.size() * 4) == 0);
+  }
   for (int i = 0; i < n; ++i) CHECK(rel_err(&single[size_t(i) * H], ref[size_t(i)]) < 0.05);
   // Tables from another layer's books are refused.
   ExpertTables other;

@@ -32,6 +32,7 @@
 #include "shared/container/format.h"
 #include "shared/kernels/matvec.h"
 #include "shared/kernels/matvec_int8.h"
+#include "shared/kernels/matvec_int8_tokens.h"
 #include "shared/kernels/matvec_paths.h"
 #include "shared/kernels/vector_ops.h"
 #include "shared/model/trunk_storage.h"
@@ -482,23 +483,36 @@ int main(int argc, char** argv) {
     }
     std::printf("\n== matmul %ldx%ld on the %s path (tokens/s; W read once per call)\n", long(rows), long(cols),
                 kernel_path_name(best));
-    std::printf("%-8s %-4s %4s %7s %9s %12s %12s %10s\n", "format", "act", "n", "threads", "ms(med)", "tok/s med",
-                "tok/s best", "W GB/s best");
+    // kernel: "path" = what matmul_path runs; "rows" = the AVX-512 row-lane int8 kernel where
+    // the path runs the token-lane one (matvec_int8_tokens.h).
+    std::printf("%-8s %-4s %4s %7s %-7s %9s %12s %12s %10s\n", "format", "act", "n", "threads", "kernel", "ms(med)",
+                "tok/s med", "tok/s best", "W GB/s best");
     for (const Variant& var : variants) {
       const TensorFormat f = var.f;
       MatrixCopies m = make_copies(f, rows, cols, var.group, o.footprint_bytes);
-      for (int64_t n : {1, 8, 32}) {
+      for (int64_t n : {1, 8, 32, 128}) {
         std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
         uint64_t s = 7;
         for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
         for (ActivationMode mode : modes_of(f))
           for (bool all : {false, true}) {
-            Timing t = time_calls(o.seconds, [&](int i) {
-              matmul_path(best, mode, m.views[size_t(i) % m.views.size()], x.data(), n, y.data(), all ? &pool : nullptr);
-            });
-            std::printf("%-8s %-4s %4ld %7u %9.3f %12.1f %12.1f %10.2f\n", var.label.c_str(), activation_mode_name(mode), long(n),
-                        all ? pool.size() : 1u, t.median * 1e3, double(n) / t.median, double(n) / t.best,
-                        double(m.matrix_bytes) / 1e9 / t.best);
+            ThreadPool* p = all ? &pool : nullptr;
+            auto row = [&](const char* kernel, const Timing& t) {
+              std::printf("%-8s %-4s %4ld %7u %-7s %9.3f %12.1f %12.1f %10.2f\n", var.label.c_str(), activation_mode_name(mode),
+                          long(n), all ? pool.size() : 1u, kernel, t.median * 1e3, double(n) / t.median,
+                          double(n) / t.best, double(m.matrix_bytes) / 1e9 / t.best);
+            };
+            row("path", time_calls(o.seconds, [&](int i) {
+              matmul_path(best, mode, m.views[size_t(i) % m.views.size()], x.data(), n, y.data(), p);
+            }));
+#if defined(__x86_64__)
+            // Where the AVX-512 path takes the token-lane kernel, the row-lane one beside it (same run).
+            if (best == KernelPath::Avx512 && mode == ActivationMode::Int8 && cpu_features().avx512vnni &&
+                int8_tokens_handles(m.views[0], n))
+              row("rows", time_calls(o.seconds, [&](int i) {
+                matmul_int8_avx512(m.views[size_t(i) % m.views.size()], x.data(), n, y.data(), p);
+              }));
+#endif
           }
       }
     }
