@@ -106,6 +106,15 @@ void table_block_at(SimdLevel level, const BooksT& bt, int b, RvqTables& out) {
   scale = table_block_scalar(x, nv, bt, q);
 }
 
+// Groups of 4 row tiles per chunk of a pool's parallel_for over a matrix. Several tokens:
+// one contiguous range per thread, as the kernel reads each token's tables once per call
+// (lut_avx512.cpp) and a prefill's tables come from memory, so smaller chunks would read
+// them again. One token (a decode): its tables sit in L2, and the pool's small chunks
+// balance a thread slowed by other work.
+size_t tile_groups_per_chunk(size_t groups, int tokens, const ThreadPool& pool) {
+  return tokens > 1 ? (groups + pool.size() - 1) / pool.size() : 1;
+}
+
 }  // namespace
 
 void build_tables_at(SimdLevel level, const float* x, int cols, const float* books, RvqTables& out) {
@@ -162,9 +171,10 @@ void rvq_matmul(const uint8_t* codes, const uint16_t* scales, int rows, int cols
   const int tiles = (rows + kVqTileRows - 1) / kVqTileRows;
   const SimdLevel level = simd_level();
   if (!pool || pool->size() == 1) return rvq_matmul_at(level, codes, scales, rows, cols, t, n, y, y_stride, 0, tiles);
-  // Groups of 4 tiles (the AVX-512 kernel's unit); each row's result does not depend on the split.
+  // Groups of 4 tiles (the AVX-512 kernel's unit); each row's result does not depend on the
+  // split.
   const size_t groups = size_t(tiles + 3) / 4;
-  pool->parallel_for(groups, 1, [&](size_t b, size_t e) {
+  pool->parallel_for(groups, tile_groups_per_chunk(groups, n, *pool), [&](size_t b, size_t e) {
     rvq_matmul_at(level, codes, scales, rows, cols, t, n, y, y_stride, int(b) * 4, std::min(tiles, int(e) * 4));
   });
 }
@@ -255,30 +265,27 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
     td.resize(nn);
     for (int i = 0; i < n; ++i) { tg[size_t(i)] = &t[i]->gate; tu[size_t(i)] = &t[i]->up; }
     const SimdLevel level = simd_level();
-    // Work items are groups of 4 row tiles (the AVX-512 kernel's unit; no row's result depends
-    // on the split). Gate, up and the activation of the same inner rows are one item, and the
-    // down product and its weighted sum into y another: two hand-offs to the pool instead of
-    // three matmuls, and the activation and the sum no longer run on this thread alone.
+    // Work is split in groups of 4 row tiles (the AVX-512 kernel's unit; no row's result
+    // depends on the split). Gate, up and the activation of the same inner rows are one item,
+    // and the down product and its weighted sum into y another: two hand-offs to the pool
+    // instead of three matmuls, and the activation and the sum no longer run on this thread
+    // alone.
     constexpr int kGroupTiles = 4;
     auto groups_of = [](int rows) { return ((rows + kVqTileRows - 1) / kVqTileRows + kGroupTiles - 1) / kGroupTiles; };
     auto rows_of = [](int group, int rows) {
       return std::pair<int, int>(group * kGroupTiles * kVqTileRows, std::min(rows, (group + 1) * kGroupTiles * kVqTileRows));
     };
-    auto each_group = [&](int groups, const std::function<void(int)>& item) {
-      if (!pool || pool->size() < 2 || groups < 2) {
-        for (int k = 0; k < groups; ++k) item(k);
-        return;
-      }
-      pool->parallel_for(size_t(groups), 1, [&](size_t b, size_t e) {
-        for (size_t k = b; k < e; ++k) item(int(k));
-      });
+    auto each_range = [&](int groups, const std::function<void(int, int)>& item) {
+      if (!pool || pool->size() < 2 || groups < 2) return item(0, groups);
+      pool->parallel_for(size_t(groups), tile_groups_per_chunk(size_t(groups), n, *pool),
+                         [&](size_t b, size_t e) { item(int(b), int(e)); });
     };
     const int tiles_i = (I + kVqTileRows - 1) / kVqTileRows, tiles_h = (H + kVqTileRows - 1) / kVqTileRows;
-    each_group(groups_of(I), [&](int k) {
-      const int t0 = k * kGroupTiles, t1 = std::min(tiles_i, t0 + kGroupTiles);
+    each_range(groups_of(I), [&](int k0, int k1) {
+      const int t0 = k0 * kGroupTiles, t1 = std::min(tiles_i, k1 * kGroupTiles);
       rvq_matmul_at(level, v.gate, v.gate_scales, I, H, tg.data(), n, s.gate.data(), size_t(I), t0, t1);
       rvq_matmul_at(level, v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), t0, t1);
-      const auto [r0, r1] = rows_of(k, I);
+      const int r0 = rows_of(k0, I).first, r1 = rows_of(k1 - 1, I).second;
       for (int i = 0; i < n; ++i)
         for (int r = r0; r < r1; ++r) {
           const size_t at = size_t(i) * I + size_t(r);
@@ -295,10 +302,10 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
       td[size_t(i)] = &s.down[size_t(i)];
     }
     build_tables_batch(s.down_inputs.data(), I, v.codebooks + 2 * kCodebookFloats, down_out.data(), n, pool);
-    each_group(groups_of(H), [&](int k) {
-      const int t0 = k * kGroupTiles, t1 = std::min(tiles_h, t0 + kGroupTiles);
+    each_range(groups_of(H), [&](int k0, int k1) {
+      const int t0 = k0 * kGroupTiles, t1 = std::min(tiles_h, k1 * kGroupTiles);
       rvq_matmul_at(level, v.down, v.down_scales, H, I, td.data(), n, s.out.data(), size_t(H), t0, t1);
-      const auto [r0, r1] = rows_of(k, H);
+      const int r0 = rows_of(k0, H).first, r1 = rows_of(k1 - 1, H).second;
       for (int i = 0; i < n; ++i)
         for (int r = r0; r < r1; ++r) y[size_t(i) * H + size_t(r)] += weights[i] * s.out[size_t(i) * H + size_t(r)];
     });

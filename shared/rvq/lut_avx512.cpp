@@ -59,74 +59,58 @@ constexpr int kTablePrefetchAhead = 4;  // vector positions
 // block's codes are in L1 after the first token, so only token 0 prefetches.
 constexpr int kCodePrefetchAhead = 8;
 
-// One group of NT row tiles (NT*64 rows) for all n inputs. accf holds n*NT*64 floats laid out
-// per (input, tile) as [even rows 0..62][odd rows 1..63].
+// One block of vector positions [g0, g1) of NT row tiles (NT*64 rows) for input q (one
+// token's tables), added into that token's accumulators of those tiles: acc holds NT*64 floats
+// laid out per tile as [even rows 0..62][odd rows 1..63]. `first_pass`: this is the first
+// tile group to read the block's tables (prefetch the next ones); `lead`: the first token of
+// the call at this block (prefetch the codes ahead; later tokens find them in cache).
 template <int NT>
-void lut_group(const uint8_t* codes, const uint16_t* scales, int rows, int G, const RvqTables* const* t, int n,
-               float* y, size_t y_stride, int tile0, float* accf) {
-  const size_t tile_stride = size_t(G) * kVqStages * kVqTileRows;
-  const uint8_t* base = codes + size_t(tile0) * tile_stride;
-  std::fill(accf, accf + size_t(n) * NT * kVqTileRows, 0.0f);
+void lut_block(const uint8_t* base, size_t tile_stride, const RvqTables& t, int G, int g0, int g1, bool first_pass,
+               bool lead, float* acc) {
+  const uint8_t* q = t.q.data();
   const __m512i low_byte = _mm512_set1_epi16(0x00ff);
-  for (int g0 = 0; g0 < G; g0 += kLutBlockVectors) {
-    const int g1 = std::min(G, g0 + kLutBlockVectors);
-    const __m512i bias = _mm512_set1_epi16(int16_t(kLutBias * kVqStages * (g1 - g0)));
-    for (int i = 0; i < n; ++i) {
-      const uint8_t* q = t[i]->q.data();
-      __m512i ae[NT], ao[NT];
-      for (int k = 0; k < NT; ++k) ae[k] = ao[k] = _mm512_setzero_si512();
-      for (int g = g0; g < g1; ++g) {
-        const uint8_t* tg = q + size_t(g) * kVqStages * kVqEntries;
-        // A prefill's tables (442 KiB per token for gate and up, each token's used by a few
-        // experts) come from memory, not L2, and the loads stalled the lookups: fetch the
-        // table of position g + 4 ahead (15% off the expert phase of a 128-token chunk).
-        if (g + kTablePrefetchAhead < G) {
-          const char* ahead = reinterpret_cast<const char*>(tg + kTablePrefetchAhead * kVqStages * kVqEntries);
-          for (int l = 0; l < kVqStages * kVqEntries; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
-        }
-        if (i == 0 && g + kCodePrefetchAhead < G)
-          for (int k = 0; k < NT; ++k)
-            prefetch_range(base + k * tile_stride + size_t(g + kCodePrefetchAhead) * kVqStages * kVqTileRows,
-                           kVqStages * kVqTileRows);
-        __m512i T[kVqStages][4];
-        for (int s = 0; s < kVqStages; ++s)
-          for (int p = 0; p < 4; ++p) T[s][p] = _mm512_loadu_si512(tg + s * kVqEntries + p * 64);
-        for (int k = 0; k < NT; ++k) {
-          const uint8_t* c = base + k * tile_stride + size_t(g) * kVqStages * kVqTileRows;
-          for (int s = 0; s < kVqStages; ++s) {
-            __m512i idx = _mm512_loadu_si512(c + s * kVqTileRows);
-            __m512i l = _mm512_permutex2var_epi8(T[s][0], idx, T[s][1]);
-            __m512i h = _mm512_permutex2var_epi8(T[s][2], idx, T[s][3]);
-            __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), l, h);
-            ae[k] = _mm512_add_epi16(ae[k], _mm512_and_si512(v, low_byte));
-            ao[k] = _mm512_add_epi16(ao[k], _mm512_srli_epi16(v, 8));
-          }
-        }
-      }
-      const __m512 sc = _mm512_set1_ps(t[i]->block_scale[size_t(g0 / kLutBlockVectors)]);
-      for (int k = 0; k < NT; ++k) {
-        float* a = accf + (size_t(i) * NT + k) * kVqTileRows;
-        const __m512i e = _mm512_sub_epi16(ae[k], bias), o = _mm512_sub_epi16(ao[k], bias);
-        const __m256i parts[4] = {_mm512_castsi512_si256(e), _mm512_extracti64x4_epi64(e, 1),
-                                  _mm512_castsi512_si256(o), _mm512_extracti64x4_epi64(o, 1)};
-        for (int p = 0; p < 4; ++p) {
-          __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(parts[p]));
-          _mm512_storeu_ps(a + 16 * p, _mm512_add_ps(_mm512_loadu_ps(a + 16 * p), Avx512::mul_exact(f, sc)));
-        }
+  const __m512i bias = _mm512_set1_epi16(int16_t(kLutBias * kVqStages * (g1 - g0)));
+  __m512i ae[NT], ao[NT];
+  for (int k = 0; k < NT; ++k) ae[k] = ao[k] = _mm512_setzero_si512();
+  for (int g = g0; g < g1; ++g) {
+    const uint8_t* tg = q + size_t(g) * kVqStages * kVqEntries;
+    // A prefill's tables (442 KiB per token for gate and up, each token's used by a few
+    // experts) come from memory, not L2, and the loads stalled the lookups: fetch the
+    // table of position g + 4 ahead (15% off the expert phase of a 128-token chunk).
+    if (first_pass && g + kTablePrefetchAhead < G) {
+      const char* ahead = reinterpret_cast<const char*>(tg + kTablePrefetchAhead * kVqStages * kVqEntries);
+      for (int l = 0; l < kVqStages * kVqEntries; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
+    }
+    if (lead && g + kCodePrefetchAhead < G)
+      for (int k = 0; k < NT; ++k)
+        prefetch_range(base + k * tile_stride + size_t(g + kCodePrefetchAhead) * kVqStages * kVqTileRows,
+                       kVqStages * kVqTileRows);
+    __m512i T[kVqStages][4];
+    for (int s = 0; s < kVqStages; ++s)
+      for (int p = 0; p < 4; ++p) T[s][p] = _mm512_loadu_si512(tg + s * kVqEntries + p * 64);
+    for (int k = 0; k < NT; ++k) {
+      const uint8_t* c = base + k * tile_stride + size_t(g) * kVqStages * kVqTileRows;
+      for (int s = 0; s < kVqStages; ++s) {
+        __m512i idx = _mm512_loadu_si512(c + s * kVqTileRows);
+        __m512i l = _mm512_permutex2var_epi8(T[s][0], idx, T[s][1]);
+        __m512i h = _mm512_permutex2var_epi8(T[s][2], idx, T[s][3]);
+        __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), l, h);
+        ae[k] = _mm512_add_epi16(ae[k], _mm512_and_si512(v, low_byte));
+        ao[k] = _mm512_add_epi16(ao[k], _mm512_srli_epi16(v, 8));
       }
     }
   }
-  for (int i = 0; i < n; ++i)
-    for (int k = 0; k < NT; ++k) {
-      const float* a = accf + (size_t(i) * NT + k) * kVqTileRows;
-      const int r0 = (tile0 + k) * kVqTileRows;
-      const int r_end = std::min(rows - r0, kVqTileRows);
-      float* yi = y + size_t(i) * y_stride + size_t(r0);
-      for (int p = 0; p < kVqTileRows; ++p) {
-        const int rr = p < 32 ? 2 * p : 2 * (p - 32) + 1;
-        if (rr < r_end) yi[rr] = a[p] * f16_to_f32(scales[r0 + rr]);
-      }
+  const __m512 sc = _mm512_set1_ps(t.block_scale[size_t(g0 / kLutBlockVectors)]);
+  for (int k = 0; k < NT; ++k) {
+    float* a = acc + size_t(k) * kVqTileRows;
+    const __m512i e = _mm512_sub_epi16(ae[k], bias), o = _mm512_sub_epi16(ao[k], bias);
+    const __m256i parts[4] = {_mm512_castsi512_si256(e), _mm512_extracti64x4_epi64(e, 1), _mm512_castsi512_si256(o),
+                              _mm512_extracti64x4_epi64(o, 1)};
+    for (int p = 0; p < 4; ++p) {
+      __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(parts[p]));
+      _mm512_storeu_ps(a + 16 * p, _mm512_add_ps(_mm512_loadu_ps(a + 16 * p), Avx512::mul_exact(f, sc)));
     }
+  }
 }
 
 }  // namespace
@@ -134,24 +118,51 @@ void lut_group(const uint8_t* codes, const uint16_t* scales, int rows, int G, co
 void matmul_tiles_avx512(const uint8_t* codes, const uint16_t* scales, int rows, int cols, const RvqTables* const* t,
                          int n, float* y, size_t y_stride, int tile_begin, int tile_end) {
   const int G = cols / kVqDim;
+  const int tiles = tile_end - tile_begin;
+  const size_t tile_stride = size_t(G) * kVqStages * kVqTileRows;
+  // Blocks of positions outermost, then tokens, then groups of 4 tiles (256 rows share each
+  // table load): a token's tables of one block (6 KiB) are read from memory once for all of
+  // this call's tiles and stay in L1 for the other groups. (Tile groups outermost read every
+  // table once per group: 4 times for a Kimi-Linear gate, 9 for its down, and in a prefill
+  // chunk those tables come from memory.) The accumulators of every (token, tile) are kept,
+  // so bound the token chunk.
+  constexpr int kMaxTokens = 16;
   thread_local std::vector<float> accf;
-  // Four tiles (256 rows) share each table load; tokens are applied while a block of codes is
-  // in L1. The accumulators of every token are kept, so bound the token chunk.
-  constexpr int kMaxTokens = 64;
-  if (accf.size() < size_t(kMaxTokens) * 4 * kVqTileRows) accf.resize(size_t(kMaxTokens) * 4 * kVqTileRows);
+  const size_t per_token = size_t(tiles) * kVqTileRows;
+  if (accf.size() < size_t(kMaxTokens) * per_token) accf.resize(size_t(kMaxTokens) * per_token);
   for (int i0 = 0; i0 < n; i0 += kMaxTokens) {
     const int ni = std::min(kMaxTokens, n - i0);
-    float* yi = y + size_t(i0) * y_stride;
-    for (int tile = tile_begin; tile < tile_end;) {
-      const int nt = std::min(4, tile_end - tile);
-      switch (nt) {
-        case 4: lut_group<4>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
-        case 3: lut_group<3>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
-        case 2: lut_group<2>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
-        default: lut_group<1>(codes, scales, rows, G, t + i0, ni, yi, y_stride, tile, accf.data()); break;
+    std::fill(accf.begin(), accf.begin() + ptrdiff_t(size_t(ni) * per_token), 0.0f);
+    for (int g0 = 0; g0 < G; g0 += kLutBlockVectors) {
+      const int g1 = std::min(G, g0 + kLutBlockVectors);
+      for (int i = 0; i < ni; ++i) {
+        const RvqTables& ti = *t[i0 + i];
+        for (int tile = tile_begin; tile < tile_end;) {
+          const int nt = std::min(4, tile_end - tile);
+          const uint8_t* base = codes + size_t(tile) * tile_stride;
+          float* acc = accf.data() + size_t(i) * per_token + size_t(tile - tile_begin) * kVqTileRows;
+          const bool first_pass = tile == tile_begin, lead = i == 0;
+          switch (nt) {
+            case 4: lut_block<4>(base, tile_stride, ti, G, g0, g1, first_pass, lead, acc); break;
+            case 3: lut_block<3>(base, tile_stride, ti, G, g0, g1, first_pass, lead, acc); break;
+            case 2: lut_block<2>(base, tile_stride, ti, G, g0, g1, first_pass, lead, acc); break;
+            default: lut_block<1>(base, tile_stride, ti, G, g0, g1, first_pass, lead, acc); break;
+          }
+          tile += nt;
+        }
       }
-      tile += nt;
     }
+    for (int i = 0; i < ni; ++i)
+      for (int tile = tile_begin; tile < tile_end; ++tile) {
+        const float* a = accf.data() + size_t(i) * per_token + size_t(tile - tile_begin) * kVqTileRows;
+        const int r0 = tile * kVqTileRows;
+        const int r_end = std::min(rows - r0, kVqTileRows);
+        float* yi = y + size_t(i0 + i) * y_stride + size_t(r0);
+        for (int p = 0; p < kVqTileRows; ++p) {
+          const int rr = p < 32 ? 2 * p : 2 * (p - 32) + 1;
+          if (rr < r_end) yi[rr] = a[p] * f16_to_f32(scales[r0 + rr]);
+        }
+      }
   }
 }
 
