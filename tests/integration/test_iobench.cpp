@@ -167,3 +167,55 @@ TEST_CASE("waste iobench interleaves raw passes with replay rounds and reports e
   CHECK_FALSE(passes[0].contains("at_depth"));
   if (depth != 4) CHECK(passes[1].contains("at_depth"));
 }
+
+TEST_CASE("waste iobench --read-records reads the listed records in order and times the last ones") {
+  TempDir tmp;
+  std::string model = tmp / "tiny.waste";
+  synth_model(model, "--preset tiny-kimi-linear");
+  Container c = Container::open(model);
+  const auto& layers = c.expert_layers();
+  REQUIRE(layers.size() >= 2);
+  const uint64_t stride = layers[0].layout.stride;
+  // 7 records over two banks (one read twice), comments and a blank line; the last 3 timed.
+  std::string list = tmp / "reads.txt";
+  {
+    std::ofstream f(list);
+    f << "# layer expert\n";
+    f << layers[0].layer << " 0\n" << layers[1].layer << " 5\n\n";
+    f << layers[0].layer << " 3  # again below\n" << layers[1].layer << " 1\n";
+    f << layers[0].layer << " 3\n" << layers[1].layer << " " << layers[1].expert_count - 1 << "\n";
+    f << layers[0].layer << " 2\n";
+  }
+  const std::string io = iod::kHaveUring && waste::test::kernel_refuses_io_uring().empty() ? "uring" : "pread";
+  auto r = run_command(waste_bin() + " iobench " + model + " --read-records " + list +
+                       " --timed-last 3 --qd 2 --io " + io + " --no-drop-caches --json");
+  INFO(r.output);
+  REQUIRE_EQ(r.status, 0);
+  const auto j = nlohmann::json::parse(r.output);
+  CHECK_EQ(j["records"].get<int>(), 7);
+  CHECK_EQ(j["timed"]["reads"].get<int>(), 3);
+  CHECK_EQ(j["timed"]["bytes"].get<uint64_t>(), 3 * stride);
+  CHECK_EQ(j["untimed_head"]["reads"].get<int>(), 4);
+  CHECK_EQ(j["untimed_head"]["bytes"].get<uint64_t>(), 4 * stride);
+  CHECK(j["timed"]["gb_per_s"].get<double>() > 0);
+  CHECK_EQ(j["io"].get<std::string>(), io);
+
+  // Bad lists are refused naming the file, the line and what is wrong.
+  auto refused = [&](const std::string& text, const std::string& expect) {
+    std::string bad = tmp / "bad.txt";
+    std::ofstream(bad) << text;
+    auto b = run_command(waste_bin() + " iobench " + model + " --read-records " + bad + " --io " + io + " --no-drop-caches");
+    INFO(b.output);
+    CHECK_NE(b.status, 0);
+    CHECK(b.output.find(expect) != std::string::npos);
+  };
+  refused(std::to_string(layers[0].layer) + " " + std::to_string(layers[0].expert_count) + "\n",
+          "bad.txt:1: expert " + std::to_string(layers[0].expert_count) + " of layer");
+  refused("\n" + std::to_string(layers[0].layer) + " 1 9\n", "bad.txt:2: expected 'layer expert'");
+  refused("9999 0\n", "bad.txt:1: layer 9999 has no routed experts");
+  refused("# nothing\n", "no records");
+  auto over = run_command(waste_bin() + " iobench " + model + " --read-records " + list + " --timed-last 8 --io " + io +
+                          " --no-drop-caches");
+  CHECK_NE(over.status, 0);
+  CHECK(over.output.find("--timed-last 8 is more than the 7 records") != std::string::npos);
+}

@@ -54,6 +54,10 @@ RawResult measure_raw_device(const std::string& model, uint32_t qd, const std::s
 RawResult measure_raw_records(const std::string& model, const std::vector<RecordRef>& records, uint32_t qd,
                               const std::string& io, double max_seconds);
 
+// `--read-records FILE`: the records listed ("layer expert" a line) read in order at o.qd
+// through o.io, the last `timed_last` of them timed apart (0: all); prints the rate.
+void run_read_records(const ReplayOptions& o, const std::string& list_path, uint64_t timed_last, bool json);
+
 // Dropping the page cache before a pass: platform::drop_page_cache (shared/platform/direct_io.h).
 
 }  // namespace waste::iobench

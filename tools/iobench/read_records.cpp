@@ -1,0 +1,93 @@
+// `waste iobench MODEL --read-records FILE`: reads a given list of expert records with direct
+// I/O, in order, through the same reader as the raw reference (io_uring with registered
+// buffers, as iod reads, or the pread pool), and reports the rate. The e2e harness replays a
+// run's own iod reads with it (tools/bench/e2e/README.md): the disk rate of that access pattern,
+// through iod's kind of reader, so that only the disk differs from the engine's run.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "shared/container/reader.h"
+#include "shared/platform/direct_io.h"
+#include "shared/util/error.h"
+#include "tools/iobench/record_ages.h"
+#include "tools/iobench/replay.h"
+
+namespace waste::iobench {
+
+namespace {
+
+// "layer expert" per line (container layer ids; '#' starts a comment), each checked against
+// the container: an unknown layer or an expert past its bank is an error naming the line.
+std::vector<RecordRef> read_record_list(const std::string& path, const Container& c) {
+  std::map<int, std::pair<uint32_t, uint32_t>> bank_of;  // layer -> (MoE position, experts)
+  const auto& layers = c.expert_layers();
+  for (size_t i = 0; i < layers.size(); ++i) bank_of[layers[i].layer] = {uint32_t(i), layers[i].expert_count};
+  std::ifstream f(path);
+  require(bool(f), "iobench: --read-records " + path + ": cannot open");
+  std::vector<RecordRef> out;
+  std::string line;
+  // Bounded: a list longer than this is not a run's reads (a K3 run reads a few thousand).
+  constexpr size_t kMaxRecords = size_t(1) << 24;
+  for (size_t n = 1; std::getline(f, line); ++n) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream in(line);
+    long long layer = 0, expert = 0;
+    std::string rest;
+    if (!(in >> layer)) continue;  // blank line
+    require(bool(in >> expert) && !(in >> rest),
+            path + ":" + std::to_string(n) + ": expected 'layer expert', got '" + line + "'");
+    const auto it = bank_of.find(int(layer));
+    require(it != bank_of.end(), path + ":" + std::to_string(n) + ": layer " + std::to_string(layer) +
+                                     " has no routed experts in " + c.dir());
+    require(expert >= 0 && uint64_t(expert) < it->second.second,
+            path + ":" + std::to_string(n) + ": expert " + std::to_string(expert) + " of layer " +
+                std::to_string(layer) + " is past its " + std::to_string(it->second.second) + " records");
+    require(out.size() < kMaxRecords, path + ": more than " + std::to_string(kMaxRecords) + " records");
+    out.push_back({it->second.first, uint32_t(expert)});
+  }
+  require(!out.empty(), "iobench: --read-records " + path + ": no records");
+  return out;
+}
+
+nlohmann::json result_json(const RawResult& r) {
+  return {{"reads", r.reads}, {"bytes", r.bytes}, {"seconds", r.seconds}, {"gb_per_s", r.gb_per_s},
+          {"p50_us", r.p50_us}, {"p99_us", r.p99_us}, {"depth", r.depth}, {"read_fixed", r.fixed_buffers}};
+}
+
+}  // namespace
+
+void run_read_records(const ReplayOptions& o, const std::string& list_path, uint64_t timed_last, bool json) {
+  require(!o.model.empty(), "iobench --read-records: MODEL is required");
+  Container c = Container::open(o.model);
+  std::vector<RecordRef> recs = read_record_list(list_path, c);
+  require(timed_last <= recs.size(), "iobench: --timed-last " + std::to_string(timed_last) + " is more than the " +
+                                         std::to_string(recs.size()) + " records listed");
+  if (o.drop_caches) {
+    const std::string why = platform::drop_page_cache();
+    if (!why.empty() && !json) std::fprintf(stderr, "iobench: page cache not dropped: %s\n", why.c_str());
+  }
+  // The untimed head first (a run's prompt and warm-up reads), then the timed tail, so the disk
+  // sees the run's order; with no --timed-last everything is timed.
+  const size_t head = timed_last ? recs.size() - timed_last : 0;
+  RawResult first{}, timed{};
+  if (head > 0) first = measure_raw_records(o.model, {recs.begin(), recs.begin() + ptrdiff_t(head)}, o.qd, o.io, 0);
+  timed = measure_raw_records(o.model, {recs.begin() + ptrdiff_t(head), recs.end()}, o.qd, o.io, 0);
+  if (json) {
+    nlohmann::json j{{"model", o.model}, {"records", recs.size()}, {"qd", o.qd}, {"io", o.io}, {"timed", result_json(timed)}};
+    if (head > 0) j["untimed_head"] = result_json(first);
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  if (head > 0)
+    std::printf("untimed head: %llu reads, %.3f GB/s\n", static_cast<unsigned long long>(first.reads), first.gb_per_s);
+  std::printf("%s: %llu records at qd %u (%s%s): %.3f GB/s, p50 %.0f us, p99 %.0f us\n", list_path.c_str(),
+              static_cast<unsigned long long>(timed.reads), o.qd, o.io.c_str(),
+              timed.fixed_buffers ? ", registered buffers" : "", timed.gb_per_s, timed.p50_us, timed.p99_us);
+}
+
+}  // namespace waste::iobench
