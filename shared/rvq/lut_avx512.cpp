@@ -158,6 +158,21 @@ void matmul_tiles_avx512(const uint8_t* codes, const uint16_t* scales, int rows,
         const int r0 = tile * kVqTileRows;
         const int r_end = std::min(rows - r0, kVqTileRows);
         float* yi = y + size_t(i0 + i) * y_stride + size_t(r0);
+        if (r_end == kVqTileRows) {  // a whole tile: even and odd rows interleaved 16 at a time
+          const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+          const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+          for (int h = 0; h < 2; ++h) {  // rows 32h .. 32h + 31: evens a[16h ..], odds a[32 + 16h ..]
+            const __m512 even = _mm512_loadu_ps(a + 16 * h), odd = _mm512_loadu_ps(a + 32 + 16 * h);
+            for (int q = 0; q < 2; ++q) {
+              const int row = 32 * h + 16 * q;
+              const __m512 v = _mm512_permutex2var_ps(even, q == 0 ? lo : hi, odd);
+              const __m512 sc = _mm512_cvtph_ps(
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + r0 + row)));
+              _mm512_storeu_ps(yi + row, _mm512_mul_ps(v, sc));
+            }
+          }
+          continue;
+        }
         for (int p = 0; p < kVqTileRows; ++p) {
           const int rr = p < 32 ? 2 * p : 2 * (p - 32) + 1;
           if (rr < r_end) yi[rr] = a[p] * f16_to_f32(scales[r0 + rr]);
