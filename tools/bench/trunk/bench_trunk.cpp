@@ -490,7 +490,7 @@ int main(int argc, char** argv) {
     for (const Variant& var : variants) {
       const TensorFormat f = var.f;
       MatrixCopies m = make_copies(f, rows, cols, var.group, o.footprint_bytes);
-      for (int64_t n : {1, 8, 32, 128}) {
+      for (int64_t n : {1, 8, 16, 32, 128}) {
         std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
         uint64_t s = 7;
         for (auto& v : x) v = float(int64_t(xorshift(s) >> 40) - (1 << 23)) / float(1 << 23);
