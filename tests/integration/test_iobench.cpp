@@ -214,6 +214,18 @@ TEST_CASE("waste iobench --read-records reads the listed records in order and ti
   refused("\n" + std::to_string(layers[0].layer) + " 1 9\n", "bad.txt:2: expected 'layer expert'");
   refused("9999 0\n", "bad.txt:1: layer 9999 has no routed experts");
   refused("# nothing\n", "no records");
+  // The trace replay's options are refused with --read-records, not ignored; --timed-last alone too.
+  for (const std::string& extra : std::vector<std::string>{"--rounds 3", "--trace " + list, "--lookahead 2", "--simulate", "--cache-ws 2"}) {
+    auto b = run_command(waste_bin() + " iobench " + model + " --read-records " + list + " " + extra + " --io " + io);
+    INFO(extra, ": ", b.output);
+    CHECK_NE(b.status, 0);
+    CHECK(b.output.find("excludes") != std::string::npos);
+    CHECK(b.output.find(extra.substr(0, extra.find(' '))) != std::string::npos);
+  }
+  auto alone = run_command(waste_bin() + " iobench " + model + " --timed-last 2 --io " + io);
+  CHECK_NE(alone.status, 0);
+  CHECK(alone.output.find("--timed-last requires --read-records") != std::string::npos);
+  CHECK_EQ(j["page_cache_dropped"].get<bool>(), false);  // --no-drop-caches above
   auto over = run_command(waste_bin() + " iobench " + model + " --read-records " + list + " --timed-last 8 --io " + io +
                           " --no-drop-caches");
   CHECK_NE(over.status, 0);

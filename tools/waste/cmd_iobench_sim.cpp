@@ -41,11 +41,8 @@ struct IobenchOptions {
 };
 
 void run_iobench(const IobenchOptions& o) {
-  if (!o.read_records.empty()) {
-    require(!o.simulate && o.trace.empty(), "iobench: --read-records reads a list of records; no --trace or --simulate");
-    return iobench::run_read_records(o.replay, o.read_records, o.timed_last, o.json);  // tools/iobench
-  }
-  require(o.timed_last == 0, "iobench: --timed-last goes with --read-records");
+  // (Options --read-records does not use are refused with it by CLI11: register_iobench_command.)
+  if (!o.read_records.empty()) return iobench::run_read_records(o.replay, o.read_records, o.timed_last, o.json);
   if (!o.simulate) return iobench::run_replay(o.replay, o.trace, o.policy, o.json);  // tools/iobench
   require(!o.trace.empty(), "iobench --simulate: --trace FILE is required");
   cache::RoutingTrace trace = cache::read_routing_trace(o.trace);
@@ -141,12 +138,23 @@ void register_iobench_command(CLI::App& app) {
   cmd->add_option("--learn-tokens", o->learn_tokens,
                   "learn usage counts from the first N tokens, replay the rest pre-warmed with them");
   cmd->add_option("--write-usage", o->write_usage, "write the usage counts (learned or of the whole trace) here");
-  cmd->add_option("--read-records", o->read_records,
-                  "read the records listed in FILE ('layer expert' a line) with direct I/O in that order at --qd "
-                  "through --io, and print the rate (the e2e harness's replay of a run's own reads)");
+  CLI::Option* read_records =
+      cmd->add_option("--read-records", o->read_records,
+                      "read the records listed in FILE ('layer expert' a line) with direct I/O in that order at --qd "
+                      "through --io, and print the rate (the e2e harness's replay of a run's own reads)");
   cmd->add_option("--timed-last", o->timed_last,
-                  "with --read-records: time only the last N records (the rest are read first, untimed)");
+                     "with --read-records: time only the last N records (the rest are read first, untimed)")
+      ->needs(read_records);
   iobench::add_replay_options(cmd, o->replay);
+  // --read-records uses the model, --qd, --io, --json and --no-drop-caches; every other option
+  // (the trace replay's and the simulation's) is refused by name with it, not ignored.
+  for (CLI::Option* opt : cmd->get_options()) {
+    const std::string name = opt->get_name();
+    if (opt == read_records || name == "--timed-last" || name == "model" || name == "--qd" || name == "--io" ||
+        name == "--json" || name == "--no-drop-caches" || name == "--help")
+      continue;
+    read_records->excludes(opt);
+  }
   cmd->callback([o] { run_iobench(*o); });
 }
 
