@@ -41,10 +41,10 @@ constexpr int kUnitLanes = 16;      // the definition's lane accumulators (unit 
 // Rows sharing each activation load: a block's activations (36 KiB on a 2304-wide matrix)
 // stream from L2 once per pass. waste-bench-trunk, 128 tokens, 1 thread, against the row-lane
 // kernel: 2 rows 1.24x, 4 rows 1.79x, 8 rows 1.86x (2026-12-05).
+// One of the definition's lane accumulators per row at a time: the 8 rows are 8 independent
+// fma chains and 16 integer ones already (R x 2 + R registers of the 32; two lanes a row at 4
+// rows measured below 8 rows with one).
 constexpr int kRowsPerPass = 8;
-// The definition's lane accumulators in flight per row: with 8 rows, 8 independent fma chains
-// and 16 integer ones already (R x 2 + R registers of the 32).
-constexpr int kLanesAtOnce = 1;
 
 // One block of 16 tokens, rearranged for the token-lane products.
 struct TokenBlock {
@@ -131,45 +131,36 @@ void widen_row(const uint8_t* wrow, const uint16_t* srow, int64_t units, int gro
 template <int R>
 void rows_block(const MatrixView& w, int64_t units, const int8_t* const* wb, const int32_t* const* excess,
                 const float* const* wscale, const TokenBlock& tb, float* acc, int64_t r, float* y) {
-  // kLanesAtOnce of the definition's lanes at a time (units base + 0, 1, ...): independent chains.
-  for (int kk = 0; kk < kUnitLanes; kk += kLanesAtOnce) {
-    __m512 a[R][kLanesAtOnce];
+  // One of the definition's lanes at a time (units kk, kk + 16, ... in order), for every row.
+  for (int kk = 0; kk < kUnitLanes; ++kk) {
+    __m512 a[R];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int l = 0; l < kLanesAtOnce; ++l) a[i][l] = _mm512_setzero_ps();
-    for (int64_t base = kk; base < units; base += kUnitLanes) {
-#pragma GCC unroll 4
-      for (int l = 0; l < kLanesAtOnce; ++l) {
-        const int64_t k = base + l;
-        if (k >= units) break;
-        const uint8_t* ak = tb.a + size_t(k * kDwordsPerUnit * kLanes * 4);
-        __m512i s[R][2];
+    for (int i = 0; i < R; ++i) a[i] = _mm512_setzero_ps();
+    for (int64_t k = kk; k < units; k += kUnitLanes) {
+      const uint8_t* ak = tb.a + size_t(k * kDwordsPerUnit * kLanes * 4);
+      __m512i s[R][2];
 #pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+      for (int i = 0; i < R; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-        for (int j = 0; j < kDwordsPerUnit; ++j) {
-          const __m512i av = _mm512_loadu_si512(ak + j * kLanes * 4);
-#pragma GCC unroll 8
-          for (int i = 0; i < R; ++i) {
-            int32_t wd;
-            std::memcpy(&wd, wb[i] + k * 32 + 4 * j, 4);
-            s[i][j & 1] = _mm512_dpbusd_epi32(s[i][j & 1], av, _mm512_set1_epi32(wd));
-          }
-        }
-        const __m512 xs = _mm512_loadu_ps(tb.xs + k * kLanes);
+      for (int j = 0; j < kDwordsPerUnit; ++j) {
+        const __m512i av = _mm512_loadu_si512(ak + j * kLanes * 4);
 #pragma GCC unroll 8
         for (int i = 0; i < R; ++i) {
-          const __m512i usum = _mm512_sub_epi32(_mm512_add_epi32(s[i][0], s[i][1]), _mm512_set1_epi32(excess[i][k]));
-          const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wscale[i][k]), xs);
-          a[i][l] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, usum), d, a[i][l]);
+          int32_t wd;
+          std::memcpy(&wd, wb[i] + k * 32 + 4 * j, 4);
+          s[i][j & 1] = _mm512_dpbusd_epi32(s[i][j & 1], av, _mm512_set1_epi32(wd));
         }
+      }
+      const __m512 xs = _mm512_loadu_ps(tb.xs + k * kLanes);
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m512i usum = _mm512_sub_epi32(_mm512_add_epi32(s[i][0], s[i][1]), _mm512_set1_epi32(excess[i][k]));
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wscale[i][k]), xs);
+        a[i] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, usum), d, a[i]);
       }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int l = 0; l < kLanesAtOnce; ++l) _mm512_store_ps(acc + (i * kUnitLanes + kk + l) * kLanes, a[i][l]);
+    for (int i = 0; i < R; ++i) _mm512_store_ps(acc + (i * kUnitLanes + kk) * kLanes, a[i]);
   }
   // The definition's lane tree, per token lane: (a[i] + a[i+8]), then + [i+4], + [i+2], + [i+1].
   for (int i = 0; i < R; ++i) {

@@ -8,6 +8,9 @@
 namespace waste::rvq_detail {
 
 constexpr int kLutBias = 128;  // tables are stored as q + 128 (unsigned bytes)
+// Row tiles the AVX-512 kernel runs together (256 rows share each table load), and so the
+// unit in which callers split a matrix's tiles over threads.
+constexpr int kLutGroupTiles = 4;
 
 // Stage codebooks transposed to [stage][dim][entry] for building tables 16 entries at a time.
 struct BooksT {

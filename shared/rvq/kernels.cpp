@@ -7,7 +7,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "shared/kernels/activation.h"
 #include "shared/kernels/matvec.h"
@@ -171,11 +170,12 @@ void rvq_matmul(const uint8_t* codes, const uint16_t* scales, int rows, int cols
   const int tiles = (rows + kVqTileRows - 1) / kVqTileRows;
   const SimdLevel level = simd_level();
   if (!pool || pool->size() == 1) return rvq_matmul_at(level, codes, scales, rows, cols, t, n, y, y_stride, 0, tiles);
-  // Groups of 4 tiles (the AVX-512 kernel's unit); each row's result does not depend on the
-  // split.
-  const size_t groups = size_t(tiles + 3) / 4;
+  // Groups of kLutGroupTiles tiles (the AVX-512 kernel's unit); each row's result does not
+  // depend on the split.
+  const size_t groups = size_t(tiles + kLutGroupTiles - 1) / kLutGroupTiles;
   pool->parallel_for(groups, tile_groups_per_chunk(groups, n, *pool), [&](size_t b, size_t e) {
-    rvq_matmul_at(level, codes, scales, rows, cols, t, n, y, y_stride, int(b) * 4, std::min(tiles, int(e) * 4));
+    rvq_matmul_at(level, codes, scales, rows, cols, t, n, y, y_stride, int(b) * kLutGroupTiles,
+                  std::min(tiles, int(e) * kLutGroupTiles));
   });
 }
 
@@ -191,12 +191,8 @@ float activate(const ExpertActivation& act, float g, float u) {
 }
 
 void build_expert_tables(const float* x, int hidden, const float* layer_codebooks, ExpertTables& out) {
-  out.hidden = hidden;
-  out.codebooks = layer_codebooks;
-  out.x.assign(x, x + hidden);
-  if (!layer_codebooks) return;
-  build_tables(x, hidden, layer_codebooks, out.gate);
-  build_tables(x, hidden, layer_codebooks + kCodebookFloats, out.up);
+  ExpertTables* o = &out;
+  build_expert_tables_batch(&x, 1, hidden, layer_codebooks, &o, nullptr);
 }
 
 void build_expert_tables_batch(const float* const* x, int n, int hidden, const float* layer_codebooks,
@@ -259,33 +255,27 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
     const size_t nn = static_cast<size_t>(n);
     auto& tg = s.gate_tables;
     auto& tu = s.up_tables;
-    auto& td = s.down_tables;
     tg.resize(nn);
     tu.resize(nn);
-    td.resize(nn);
     for (int i = 0; i < n; ++i) { tg[size_t(i)] = &t[i]->gate; tu[size_t(i)] = &t[i]->up; }
     const SimdLevel level = simd_level();
-    // Work is split in groups of 4 row tiles (the AVX-512 kernel's unit; no row's result
-    // depends on the split). Gate, up and the activation of the same inner rows are one item,
-    // and the down product and its weighted sum into y another: two hand-offs to the pool
+    // Work is split in groups of kLutGroupTiles row tiles (the AVX-512 kernel's unit; no row's
+    // result depends on the split). Gate, up and the activation of the same inner rows are one
+    // item, and the down product and its weighted sum into y another: two hand-offs to the pool
     // instead of three matmuls, and the activation and the sum no longer run on this thread
     // alone.
-    constexpr int kGroupTiles = 4;
-    auto groups_of = [](int rows) { return ((rows + kVqTileRows - 1) / kVqTileRows + kGroupTiles - 1) / kGroupTiles; };
-    auto rows_of = [](int group, int rows) {
-      return std::pair<int, int>(group * kGroupTiles * kVqTileRows, std::min(rows, (group + 1) * kGroupTiles * kVqTileRows));
-    };
+    auto groups_of = [](int tiles) { return (tiles + kLutGroupTiles - 1) / kLutGroupTiles; };
     auto each_range = [&](int groups, const std::function<void(int, int)>& item) {
       if (!pool || pool->size() < 2 || groups < 2) return item(0, groups);
       pool->parallel_for(size_t(groups), tile_groups_per_chunk(size_t(groups), n, *pool),
                          [&](size_t b, size_t e) { item(int(b), int(e)); });
     };
     const int tiles_i = (I + kVqTileRows - 1) / kVqTileRows, tiles_h = (H + kVqTileRows - 1) / kVqTileRows;
-    each_range(groups_of(I), [&](int k0, int k1) {
-      const int t0 = k0 * kGroupTiles, t1 = std::min(tiles_i, k1 * kGroupTiles);
+    each_range(groups_of(tiles_i), [&](int k0, int k1) {
+      const int t0 = k0 * kLutGroupTiles, t1 = std::min(tiles_i, k1 * kLutGroupTiles);
       rvq_matmul_at(level, v.gate, v.gate_scales, I, H, tg.data(), n, s.gate.data(), size_t(I), t0, t1);
       rvq_matmul_at(level, v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), t0, t1);
-      const int r0 = rows_of(k0, I).first, r1 = rows_of(k1 - 1, I).second;
+      const int r0 = t0 * kVqTileRows, r1 = std::min(I, t1 * kVqTileRows);
       for (int i = 0; i < n; ++i)
         for (int r = r0; r < r1; ++r) {
           const size_t at = size_t(i) * I + size_t(r);
@@ -299,13 +289,12 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
     for (int i = 0; i < n; ++i) {
       s.down_inputs[size_t(i)] = s.h.data() + size_t(i) * I;
       down_out[size_t(i)] = &s.down[size_t(i)];
-      td[size_t(i)] = &s.down[size_t(i)];
     }
     build_tables_batch(s.down_inputs.data(), I, v.codebooks + 2 * kCodebookFloats, down_out.data(), n, pool);
-    each_range(groups_of(H), [&](int k0, int k1) {
-      const int t0 = k0 * kGroupTiles, t1 = std::min(tiles_h, k1 * kGroupTiles);
-      rvq_matmul_at(level, v.down, v.down_scales, H, I, td.data(), n, s.out.data(), size_t(H), t0, t1);
-      const int r0 = rows_of(k0, H).first, r1 = rows_of(k1 - 1, H).second;
+    each_range(groups_of(tiles_h), [&](int k0, int k1) {
+      const int t0 = k0 * kLutGroupTiles, t1 = std::min(tiles_h, k1 * kLutGroupTiles);
+      rvq_matmul_at(level, v.down, v.down_scales, H, I, down_out.data(), n, s.out.data(), size_t(H), t0, t1);
+      const int r0 = t0 * kVqTileRows, r1 = std::min(H, t1 * kVqTileRows);
       for (int i = 0; i < n; ++i)
         for (int r = r0; r < r1; ++r) y[size_t(i) * H + size_t(r)] += weights[i] * s.out[size_t(i) * H + size_t(r)];
     });

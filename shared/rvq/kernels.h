@@ -91,9 +91,9 @@ void build_expert_tables_batch(const float* const* x, int n, int hidden, const f
 struct ExpertScratch {
   std::vector<float> gate, up, h, out;
   std::vector<RvqTables> down;
-  std::vector<const RvqTables*> gate_tables, up_tables, down_tables;  // per token of a batch
-  std::vector<const float*> down_inputs;                             // per token: its h
-  std::vector<RvqTables*> down_out;                                  // per token: s.down[i]
+  std::vector<const RvqTables*> gate_tables, up_tables;  // per token of a batch
+  std::vector<const float*> down_inputs;                 // per token: its h
+  std::vector<RvqTables*> down_out;                      // per token: &down[i]
 };
 
 // y[hidden] += weight * down(act(gate x, up x)) for one expert in any format. For VQ3R the

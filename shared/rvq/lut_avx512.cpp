@@ -120,9 +120,9 @@ void matmul_tiles_avx512(const uint8_t* codes, const uint16_t* scales, int rows,
   const int G = cols / kVqDim;
   const int tiles = tile_end - tile_begin;
   const size_t tile_stride = size_t(G) * kVqStages * kVqTileRows;
-  // Blocks of positions outermost, then tokens, then groups of 4 tiles (256 rows share each
-  // table load): a token's tables of one block (6 KiB) are read from memory once for all of
-  // this call's tiles and stay in L1 for the other groups. (Tile groups outermost read every
+  // Blocks of positions outermost, then tokens, then groups of kLutGroupTiles tiles (256 rows
+  // share each table load): a token's tables of one block (6 KiB) are read from memory once for
+  // all of this call's tiles and stay in L1 for the other groups. (Tile groups outermost read every
   // table once per group: 4 times for a Kimi-Linear gate, 9 for its down, and in a prefill
   // chunk those tables come from memory.) The accumulators of every (token, tile) are kept,
   // so bound the token chunk.
@@ -138,7 +138,7 @@ void matmul_tiles_avx512(const uint8_t* codes, const uint16_t* scales, int rows,
       for (int i = 0; i < ni; ++i) {
         const RvqTables& ti = *t[i0 + i];
         for (int tile = tile_begin; tile < tile_end;) {
-          const int nt = std::min(4, tile_end - tile);
+          const int nt = std::min(kLutGroupTiles, tile_end - tile);
           const uint8_t* base = codes + size_t(tile) * tile_stride;
           float* acc = accf.data() + size_t(i) * per_token + size_t(tile - tile_begin) * kVqTileRows;
           const bool first_pass = tile == tile_begin, lead = i == 0;
