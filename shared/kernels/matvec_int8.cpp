@@ -12,6 +12,7 @@
 #include "shared/kernels/matvec_paths.h"
 #include "shared/util/error.h"
 #include "shared/util/half.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste {
 
@@ -41,69 +42,93 @@ bool int8_simd_handles(const MatrixView& w) {
   return (s & (s - 1)) == 0;
 }
 
+void quantize_units_scalar(const float* xt, int64_t units, int64_t unit, int8_t* q, float* unit_scale,
+                           int32_t* unit_sum) {
+  // One scale per unit, not per weight group: a wide weight group (--trunk-group 128) would
+  // otherwise put an outlier channel's scale on 127 other inputs (measured: 3-31% error on
+  // activations with 1% outliers x20, against 1-2% per 32).
+  for (int64_t k = 0; k < units; ++k) {
+    const float* xk = xt + k * unit;
+    float amax = 0;
+    bool finite = true;
+    for (int64_t i = 0; i < unit; ++i) {
+      finite = finite && std::isfinite(xk[i]);
+      amax = std::max(amax, std::fabs(xk[i]));
+    }
+    int8_t* qk = q + k * unit;
+    if (!finite || amax == 0) {
+      unit_scale[k] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      unit_sum[k] = 0;
+      std::memset(qk, 0, size_t(unit));
+      continue;
+    }
+    unit_scale[k] = amax / 127.0f;
+    const float inv = 127.0f / amax;  // inf when amax is tiny: 0 * inf is NaN, clamped to -127 below
+    int32_t sum = 0;
+    for (int64_t i = 0; i < unit; ++i) {
+      const float v = std::nearbyint(xk[i] * inv);  // round half to even (default mode)
+      qk[i] = int8_t(std::min(127.0f, std::max(-127.0f, v)));
+      sum += qk[i];
+    }
+    unit_sum[k] = sum;
+  }
+}
+
+namespace {
+
+// Below this many tokens the hand-off to the pool costs more than quantizing them here.
+constexpr int64_t kPooledQuantizeTokens = 8;
+
+// EvenOdd: blocks of up to 4 units (128 columns), evens then odds (unit is 32 here).
+void to_even_odd(const int8_t* natural, int64_t cols, int8_t* qt) {
+  for (int64_t b = 0; b < cols; b += 128) {
+    const int64_t m = std::min<int64_t>(128, cols - b) / 2;  // evens (and odds) in the block
+    for (int64_t j = 0; j < m; ++j) {
+      qt[b + j] = natural[b + 2 * j];
+      qt[b + m + j] = natural[b + 2 * j + 1];
+    }
+  }
+}
+
+}  // namespace
+
 void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group, Int8Layout layout,
-                          Int8Activations& out) {
+                          Int8Activations& out, QuantizeUnitsFn units_fn, ThreadPool* pool) {
   out.n = n;
   out.cols = cols;
   out.group = group;
   out.unit = group % 32 == 0 ? 32 : group;
   out.units = cols / out.unit;
   out.padded_units = (out.units + kLanes - 1) / kLanes * kLanes;
-  out.q.assign(size_t(n * cols), 0);
-  out.unit_scale.assign(size_t(n * out.padded_units), 0.0f);
-  out.unit_sum.assign(size_t(n * out.padded_units), 0);
-  std::vector<int8_t>& natural = out.natural;
-  natural.resize(static_cast<size_t>(cols));
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xt = x + t * cols;
-    float* us = out.unit_scale.data() + t * out.padded_units;
-    int32_t* usum = out.unit_sum.data() + t * out.padded_units;
-    // One scale per unit, not per weight group: a wide weight group (--trunk-group 128) would
-    // otherwise put an outlier channel's scale on 127 other inputs (measured: 3-31% error on
-    // activations with 1% outliers x20, against 1-2% per 32).
-    for (int64_t k = 0; k < out.units; ++k) {
-      const float* xk = xt + k * out.unit;
-      float amax = 0;
-      bool finite = true;
-      for (int64_t i = 0; i < out.unit; ++i) {
-        finite = finite && std::isfinite(xk[i]);
-        amax = std::max(amax, std::fabs(xk[i]));
-      }
-      int8_t* qk = natural.data() + k * out.unit;
-      if (!finite || amax == 0) {
-        us[k] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-        std::memset(qk, 0, size_t(out.unit));
-        continue;
-      }
-      us[k] = amax / 127.0f;
-      const float inv = 127.0f / amax;
-      int32_t sum = 0;
-      for (int64_t i = 0; i < out.unit; ++i) {
-        const float q = std::nearbyint(xk[i] * inv);  // round half to even (default mode)
-        qk[i] = int8_t(std::min(127.0f, std::max(-127.0f, q)));
-        sum += qk[i];
-      }
-      usum[k] = sum;
+  // Every byte of q and every unit's scale and sum is written below; only the padding units
+  // are zeroed here.
+  out.q.resize(size_t(n * cols));
+  out.unit_scale.resize(size_t(n * out.padded_units));
+  out.unit_sum.resize(size_t(n * out.padded_units));
+  auto tokens = [&out, x, layout, units_fn](int64_t t0, int64_t t1) {
+    // A natural-order scratch per thread for the EvenOdd layout (reused call to call).
+    thread_local std::vector<int8_t> natural;
+    if (layout == Int8Layout::EvenOdd) natural.resize(size_t(out.cols));
+    for (int64_t t = t0; t < t1; ++t) {
+      float* us = out.unit_scale.data() + t * out.padded_units;
+      int32_t* usum = out.unit_sum.data() + t * out.padded_units;
+      int8_t* qt = out.q.data() + t * out.cols;
+      units_fn(x + t * out.cols, out.units, out.unit, layout == Int8Layout::Natural ? qt : natural.data(), us, usum);
+      std::fill(us + out.units, us + out.padded_units, 0.0f);
+      std::fill(usum + out.units, usum + out.padded_units, 0);
+      if (layout == Int8Layout::EvenOdd) to_even_odd(natural.data(), out.cols, qt);
     }
-    int8_t* qt = out.q.data() + t * cols;
-    if (layout == Int8Layout::Natural) {
-      std::memcpy(qt, natural.data(), size_t(cols));
-      continue;
-    }
-    // EvenOdd: blocks of up to 4 units (128 columns), evens then odds (unit is 32 here).
-    for (int64_t b = 0; b < cols; b += 128) {
-      const int64_t m = std::min<int64_t>(128, cols - b) / 2;  // evens (and odds) in the block
-      for (int64_t j = 0; j < m; ++j) {
-        qt[b + j] = natural[size_t(b + 2 * j)];
-        qt[b + m + j] = natural[size_t(b + 2 * j + 1)];
-      }
-    }
-  }
+  };
+  if (pool && pool->size() > 1 && n >= kPooledQuantizeTokens)
+    pool->parallel_for(size_t(n), 1, [&](size_t b, size_t e) { tokens(int64_t(b), int64_t(e)); });
+  else
+    tokens(0, n);
 }
 
-const Int8Activations& quantize_for(const MatrixView& w, const float* x, int64_t n, Int8Layout layout) {
+const Int8Activations& quantize_for(const MatrixView& w, const float* x, int64_t n, Int8Layout layout,
+                                    QuantizeUnitsFn units_fn, ThreadPool* pool) {
   thread_local Int8Activations act;
-  quantize_activations(x, n, w.cols, w.group, layout, act);
+  quantize_activations(x, n, w.cols, w.group, layout, act, units_fn, pool);
   return act;
 }
 

@@ -49,18 +49,33 @@ struct Int8Activations {
   std::vector<int8_t> q;                // [n][cols] in `layout`
   std::vector<float> unit_scale;        // [n][padded_units]: xs of the unit (0 in padding)
   std::vector<int32_t> unit_sum;        // [n][padded_units]: sum of the unit's q (0 in padding)
-  std::vector<int8_t> natural;          // scratch: one token's q in natural order
 };
 
-// Quantizes x[n][cols] for weights of group size `group` (cols % group == 0). Reuses out's
-// buffers (no allocation once they are large enough).
+// One token's units quantized: q[units * unit] in natural order, the unit scales and sums (0
+// for a zero unit; scale NaN, q and sum 0 for a unit holding inf or NaN). The scalar form is
+// the definition; a path's form must give the same bits for every input (the tests compare).
+using QuantizeUnitsFn = void (*)(const float* xt, int64_t units, int64_t unit, int8_t* q, float* unit_scale,
+                                 int32_t* unit_sum);
+void quantize_units_scalar(const float* xt, int64_t units, int64_t unit, int8_t* q, float* unit_scale,
+                           int32_t* unit_sum);
+#if defined(__x86_64__)
+void quantize_units_avx512(const float* xt, int64_t units, int64_t unit, int8_t* q, float* unit_scale,
+                           int32_t* unit_sum);
+#endif
+
+// Quantizes x[n][cols] for weights of group size `group` (cols % group == 0) with `units_fn`
+// per token, the tokens split over `pool` when it is given and there are enough of them (a
+// prefill chunk's activations were quantized on one thread while the other idled). Reuses
+// out's buffers (no allocation once they are large enough).
 void quantize_activations(const float* x, int64_t n, int64_t cols, int64_t group, Int8Layout layout,
-                          Int8Activations& out);
+                          Int8Activations& out, QuantizeUnitsFn units_fn = quantize_units_scalar,
+                          ThreadPool* pool = nullptr);
 
 // x[n][w.cols] quantized for w in the calling thread's own buffers, reused from call to call:
 // a matvec runs dozens of times per token, and this keeps the heap off that path. Valid until
 // this thread's next call.
-const Int8Activations& quantize_for(const MatrixView& w, const float* x, int64_t n, Int8Layout layout);
+const Int8Activations& quantize_for(const MatrixView& w, const float* x, int64_t n, Int8Layout layout,
+                                    QuantizeUnitsFn units_fn = quantize_units_scalar, ThreadPool* pool = nullptr);
 
 // True when the SIMD int8 paths handle this matrix: group 32 times a power of two (units
 // line up with 16-unit blocks); else the int8 path runs on the scalar implementation (same

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "shared/kernels/matvec_int8_simd.h"
 #include "shared/kernels/simd_traits.h"
@@ -36,6 +37,7 @@ struct Ops : kernel_detail::Int8Shape {
   static constexpr int kRowTile = 1;
   static constexpr bool kPrefetch = true;  // prefetch.h: kTrunkPrefetchRows, measured on this path
   static constexpr int kQ4Shift = 3, kQ8Shift = 7;  // nibbles are q + 8, Q8G bytes q + 128
+  static constexpr QuantizeUnitsFn quantize_units = quantize_units_avx512;
   __m512i scale_index;  // lane k -> group k / units_per_group within the block
 
   Ops(const MatrixView& w_, const Int8Activations& a) : Int8Shape(w_, a) {
@@ -138,6 +140,42 @@ struct Ops : kernel_detail::Int8Shape {
 };
 
 }  // namespace
+
+// quantize_units_scalar's definition on 32 inputs at a time (the unit of every group the SIMD
+// paths take). Finite iff x - x == 0 (inf - inf and NaN are NaN). The clamp comes before the
+// rounding here, after it in the definition: the same integer for every value (both give
+// +-127 beyond 127.5), and max_ps returns its second operand, -127, for a NaN product (0 *
+// inf when the unit's largest value is tiny) as std::max(-127.f, NaN) does. cvtps rounds half
+// to even as nearbyint does in the default mode.
+void quantize_units_avx512(const float* xt, int64_t units, int64_t unit, int8_t* q, float* unit_scale,
+                           int32_t* unit_sum) {
+  if (unit != 32) {
+    quantize_units_scalar(xt, units, unit, q, unit_scale, unit_sum);
+    return;
+  }
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), zero = _mm512_setzero_ps();
+  for (int64_t k = 0; k < units; ++k) {
+    const __m512 a = _mm512_loadu_ps(xt + 32 * k), b = _mm512_loadu_ps(xt + 32 * k + 16);
+    const __mmask16 fa = _mm512_cmp_ps_mask(_mm512_sub_ps(a, a), zero, _CMP_EQ_OQ);
+    const __mmask16 fb = _mm512_cmp_ps_mask(_mm512_sub_ps(b, b), zero, _CMP_EQ_OQ);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    const bool finite = fa == 0xffff && fb == 0xffff;
+    int8_t* qk = q + 32 * k;
+    if (!finite || amax == 0) {
+      unit_scale[k] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      unit_sum[k] = 0;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qk), _mm256_setzero_si256());
+      continue;
+    }
+    unit_scale[k] = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(127.0f / amax);
+    const __m512i ia = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(a, inv), lo), hi));
+    const __m512i ib = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(b, inv), lo), hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qk), _mm512_cvtepi32_epi8(ia));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qk + 16), _mm512_cvtepi32_epi8(ib));
+    unit_sum[k] = _mm512_reduce_add_epi32(_mm512_add_epi32(ia, ib));
+  }
+}
 
 void matmul_int8_avx512(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
   kernel_detail::matmul_int8<Ops>(w, x, n, y, pool);

@@ -182,7 +182,7 @@ bool int8_tokens_handles(const MatrixView& w, int64_t n) {
 }
 
 void matmul_int8_avx512_tokens(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
-  const Int8Activations& act = quantize_for(w, x, n, Int8Layout::EvenOdd);
+  const Int8Activations& act = quantize_for(w, x, n, Int8Layout::EvenOdd, quantize_units_avx512, pool);
   const int64_t units = act.units;
   const int group_shift = __builtin_ctzll(uint64_t(w.group / 32));
   thread_local std::vector<uint8_t> arranged_buf;

@@ -46,6 +46,8 @@ struct Int8Shape {
   const int8_t* q;
   const int32_t* unit_sum;
   const float* unit_scale;
+  // The activation quantizer of the path (an Ops with its own declares one of the same name).
+  static constexpr QuantizeUnitsFn quantize_units = quantize_units_scalar;
 
   Int8Shape(const MatrixView& w_, const Int8Activations& a)
       : w(w_), act(a), groups(w_.cols / w_.group), units_per_group(w_.group / 32), units(a.units),
@@ -124,8 +126,8 @@ template <class Ops>
 void matmul_int8(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
   static_assert(Ops::kTokenTile >= 1 && Ops::kTokenTile <= 4, "token tiles of 1 to 4");
   static_assert(Ops::kRowTile == 1 || Ops::kRowTile == 2, "row tiles of 1 or 2");
-  const Int8Activations& act =
-      quantize_for(w, x, n, w.format == TensorFormat::Q4G ? Int8Layout::EvenOdd : Int8Layout::Natural);
+  const Int8Activations& act = quantize_for(
+      w, x, n, w.format == TensorFormat::Q4G ? Int8Layout::EvenOdd : Int8Layout::Natural, Ops::quantize_units, pool);
   const Ops k(w, act);
   // Rows outermost: a row (tile) is read from memory once and stays in L1 for every token
   // tile. for_row_ranges hands out multiples of 4 rows, so only the last range has a row

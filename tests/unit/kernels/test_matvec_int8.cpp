@@ -286,3 +286,54 @@ TEST_CASE("int8: activations are quantized per unit as documented") {
   CHECK_EQ(int(g128.q[32]), 127);  // exact in the others
   CHECK_EQ(g128.unit_sum[1], 32 * 127);
 }
+
+TEST_CASE("int8: every path's activation quantizer gives the definition's bits, on the pool too") {
+  std::mt19937 rng(77);
+  const int64_t cols = 2304, units = cols / 32;
+  std::vector<float> x = realistic_activations(37 * cols, rng);
+  // Units the definition treats apart: all zero, one inf, one NaN, -0 only, a largest value so
+  // small that 127 / amax is inf (0 * inf is NaN: -127), and exact half steps (ties to even).
+  auto unit = [&](int64_t t, int64_t k) { return &x[size_t(t * cols + k * 32)]; };
+  std::fill_n(unit(0, 1), 32, 0.0f);
+  unit(0, 2)[5] = std::numeric_limits<float>::infinity();
+  unit(0, 3)[31] = std::numeric_limits<float>::quiet_NaN();
+  std::fill_n(unit(0, 4), 32, -0.0f);
+  std::fill_n(unit(0, 5), 32, 0.0f);
+  unit(0, 5)[7] = 1e-40f;
+  unit(0, 5)[8] = -1e-40f;
+  for (int i = 0; i < 32; ++i) unit(1, 0)[i] = float(i - 16) + 0.5f;  // amax 16.5: (i-15.5) * 127 / 16.5
+  unit(1, 0)[0] = 127.0f;                                             // amax 127: x.5 steps are exact ties
+  std::vector<QuantizeUnitsFn> fns;
+#if defined(__x86_64__)
+  if (kernel_path_available(KernelPath::Avx512)) fns.push_back(quantize_units_avx512);
+#endif
+  Int8Activations ref;
+  for (Int8Layout layout : {Int8Layout::Natural, Int8Layout::EvenOdd}) {
+    quantize_activations(x.data(), 37, cols, 64, layout, ref);
+    CHECK(std::isnan(ref.unit_scale[2]));
+    CHECK(std::isnan(ref.unit_scale[3]));
+    CHECK_EQ(ref.unit_scale[1], 0.0f);
+    CHECK_EQ(ref.unit_scale[4], 0.0f);
+    ThreadPool pool(3);
+    fns.push_back(quantize_units_scalar);  // the definition on the pool
+    for (QuantizeUnitsFn fn : fns)
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        Int8Activations got;
+        got.q.assign(size_t(37 * cols), 99);  // stale contents must all be overwritten
+        quantize_activations(x.data(), 37, cols, 64, layout, got, fn, p);
+        REQUIRE_EQ(got.units, units);
+        CHECK(got.q == ref.q);
+        CHECK(got.unit_sum == ref.unit_sum);
+        REQUIRE_EQ(got.unit_scale.size(), ref.unit_scale.size());
+        for (size_t i = 0; i < ref.unit_scale.size(); ++i)
+          CHECK_EQ(f32_to_bits(got.unit_scale[i]), f32_to_bits(ref.unit_scale[i]));
+      }
+    fns.pop_back();
+  }
+  // The tiny unit: 1e-40 * inf = inf -> 127, its zeros 0 * inf = NaN -> -127, as defined.
+  Int8Activations nat;
+  quantize_activations(x.data(), 1, cols, 64, Int8Layout::Natural, nat);
+  CHECK_EQ(int(nat.q[size_t(5 * 32 + 7)]), 127);
+  CHECK_EQ(int(nat.q[size_t(5 * 32 + 8)]), -127);
+  CHECK_EQ(int(nat.q[size_t(5 * 32 + 0)]), -127);
+}
