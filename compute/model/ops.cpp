@@ -73,12 +73,16 @@ MatrixView row_slice(const MatrixView& w, int64_t row0, int64_t n) {
 
 void matvec_transposed_accumulate(const MatrixView& w, int64_t row0, int64_t n, const float* x, int64_t x_stride,
                                   int64_t tokens, float* y, int64_t y_stride) {
+  // Tokens in blocks whose outputs stay in L2 while every row passes over them (a prefill
+  // chunk's outputs, 2 KiB a token and head, were streamed from memory once per row); each
+  // row is dequantised once per block. Every output still sums the rows in order r = 0, 1, ...
+  constexpr int64_t kTokenBlock = 32;
   std::vector<float> row(size_t(w.cols));
-  for (int64_t r = 0; r < n; ++r) {
-    dequantize_row(w, row0 + r, row.data());
-    for (int64_t t = 0; t < tokens; ++t) {
-      const float xr = x[t * x_stride + r];
-      axpy(xr, row.data(), y + t * y_stride, w.cols);
+  for (int64_t t0 = 0; t0 < tokens; t0 += kTokenBlock) {
+    const int64_t t1 = std::min(tokens, t0 + kTokenBlock);
+    for (int64_t r = 0; r < n; ++r) {
+      dequantize_row(w, row0 + r, row.data());
+      for (int64_t t = t0; t < t1; ++t) axpy(x[t * x_stride + r], row.data(), y + t * y_stride, w.cols);
     }
   }
 }

@@ -32,7 +32,7 @@ MatrixView row_slice(const MatrixView& w, int64_t row0, int64_t n);
 
 // y[c] += sum_r x[r] * W[row0 + r][c] over rows r < n, for `tokens` inputs at once:
 // x[t * x_stride + r], y[t * y_stride + c]. The transposed product absorbed MLA needs for
-// W_UK^T q; each row is dequantised once, whatever the format.
+// W_UK^T q; each row is dequantised once per block of tokens, whatever the format.
 void matvec_transposed_accumulate(const MatrixView& w, int64_t row0, int64_t n, const float* x, int64_t x_stride,
                                   int64_t tokens, float* y, int64_t y_stride);
 
