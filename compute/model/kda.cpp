@@ -5,6 +5,7 @@
 
 #include "compute/model/attention_kernels.h"
 #include "compute/model/ops.h"
+#include "shared/kernels/elementwise.h"
 #include "shared/util/thread_pool.h"
 
 namespace waste {
@@ -23,7 +24,7 @@ namespace {
 
 // Causal depthwise conv over the window (previous kernel-1 inputs, then this one) and SiLU,
 // for channels [ch0, ch1); then the window slides by one. Zero-initialised windows equal the
-// zero padding of prefill.
+// zero padding of prefill. The SiLU runs over the channels at once (elementwise.h).
 void short_conv_silu(std::span<const float> weight, int kernel, std::vector<float>& window, float* x, int64_t ch0,
                      int64_t ch1) {
   const int past = kernel - 1;
@@ -34,8 +35,9 @@ void short_conv_silu(std::span<const float> weight, int kernel, std::vector<floa
     for (int j = 0; j < past; ++j) acc += wc[j] * win[j];
     for (int j = 0; j + 1 < past; ++j) win[j] = win[j + 1];
     if (past > 0) win[past - 1] = x[ch];
-    x[ch] = silu(acc);
+    x[ch] = acc;
   }
+  elementwise().silu(x + ch0, x + ch0, ch1 - ch0);
 }
 
 // Below this much state work (heads x K x K x tokens) a hand-off to the pool costs more than
@@ -66,7 +68,7 @@ void kda_head_recurrent(int K, int64_t n, const KdaHeadInputs& in, float* S, flo
   std::vector<float> alpha(static_cast<size_t>(K));
   for (int64_t t = 0; t < n; ++t) {
     const float* ah = in.log_decay + t * in.stride;
-    for (int d = 0; d < K; ++d) alpha[size_t(d)] = std::exp(ah[d]);
+    elementwise().exp(ah, alpha.data(), K);
     kda_step(level, K, in.q + t * in.stride, in.k + t * in.stride, in.v + t * in.stride, alpha.data(),
              in.beta[t * in.beta_stride], S, o + t * in.stride);
   }
@@ -126,7 +128,13 @@ void kda_mix(const ModelConfig& c, const KdaWeights& w, KdaState& s, KdaProjecti
       l2_normalize(kh, K);
       for (int d = 0; d < K; ++d) qh[d] *= q_scale;
       float* fh = f + t * P + c0;
-      for (int d = 0; d < K; ++d) fh[d] = kda_log_decay(c, A, fh[d] + w.dt_bias[size_t(c0 + d)]);
+      for (int d = 0; d < K; ++d) fh[d] += w.dt_bias[size_t(c0 + d)];
+      if (c.kda_lower_bound) {
+        for (int d = 0; d < K; ++d) fh[d] = kda_log_decay(c, A, fh[d]);
+      } else {  // kda_log_decay's -A softplus(z), the softplus over the head at once
+        elementwise().softplus(fh, fh, K);
+        for (int d = 0; d < K; ++d) fh[d] = -A * fh[d];
+      }
       b[t * H + h] = sigmoid(b[t * H + h]);
     }
 
@@ -149,7 +157,7 @@ void kda_mix(const ModelConfig& c, const KdaWeights& w, KdaState& s, KdaProjecti
       float* oh = o + t * P + c0;
       const float* gh = g + t * P + c0;
       rmsnorm(oh, w.o_norm.data(), K, c.rms_eps, oh);
-      for (int e = 0; e < K; ++e) oh[e] *= sigmoid(gh[e]);
+      elementwise().mul_sigmoid(oh, gh, K);
     }
   });
 }

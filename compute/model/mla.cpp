@@ -6,6 +6,7 @@
 
 #include "compute/model/attention_kernels.h"
 #include "compute/model/ops.h"
+#include "shared/kernels/elementwise.h"
 #include "shared/kernels/matvec_paths.h"
 #include "shared/util/thread_pool.h"
 #include "shared/util/error.h"
@@ -182,7 +183,7 @@ void mla_output(const ModelConfig& c, const MlaWeights& w, const MlaProjections&
   apply_w_uv(c, w, p.latent.data(), n, attn.data(), pool);
   // K3 gates each head output with sigmoid(g_proj x) after W_UV, before W_o (MODELS.md A.4).
   if (!p.gate.empty())
-    for (size_t i = 0; i < size_t(n * w.o_proj.cols); ++i) attn[i] *= sigmoid(p.gate[i]);
+    elementwise().mul_sigmoid(attn.data(), p.gate.data(), n * w.o_proj.cols);
   // y = W_o [o_0; ...; o_{H-1}].
   matmul(w.o_proj, attn.data(), n, y);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "shared/kernels/elementwise.h"
 #include "shared/kernels/vector_ops.h"
 #include "shared/util/error.h"
 
@@ -16,10 +17,8 @@ void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
   for (int i = 0; i < n; ++i) out[i] = (w ? w[i] : 1.0f) * (x[i] * inv);
 }
 
-float softplus(float x) {
-  // log(1 + e^x) without overflow; torch switches to identity above 20 for the same reason.
-  return x > 20.0f ? x : std::log1p(std::exp(x));
-}
+// log(1 + e^x) without overflow; torch switches to identity above 20 for the same reason.
+float softplus(float x) { return softplus_det(x); }
 
 void l2_normalize(float* x, int n) {
   double ss = 0;
@@ -31,18 +30,17 @@ void l2_normalize(float* x, int n) {
 void softmax(float* x, int n) {
   float mx = x[0];
   for (int i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  for (int i = 0; i < n; ++i) x[i] -= mx;
+  elementwise().exp(x, x, n);
   double sum = 0;
-  for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
+  for (int i = 0; i < n; ++i) sum += x[i];
   const float inv = float(1.0 / sum);
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void gated_activation(const ModelConfig& c, const float* gate, const float* up, int64_t n, float* out) {
   if (c.activation == Activation::SiLU) {
-    for (int64_t i = 0; i < n; ++i) out[i] = gated_silu(gate[i], up[i]);
+    elementwise().gated_silu(gate, up, out, n);  // gated_silu's bits
     return;
   }
   const float b = c.situ_beta, bl = c.situ_linear_beta;

@@ -5,9 +5,12 @@
 #pragma once
 #include <cmath>
 
+#include "shared/kernels/elementwise.h"
+
 namespace waste {
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// e^x by exp_det: the array forms (elementwise.h) give these bits on every path.
+inline float sigmoid(float x) { return 1.0f / (1.0f + exp_det(-x)); }
 inline float silu(float x) { return x * sigmoid(x); }
 
 inline float gated_silu(float gate, float up) { return silu(gate) * up; }

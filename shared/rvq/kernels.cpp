@@ -9,6 +9,7 @@
 #include <string>
 
 #include "shared/kernels/activation.h"
+#include "shared/kernels/elementwise.h"
 #include "shared/kernels/matvec.h"
 #include "shared/rvq/kernel_paths.h"
 #include "shared/util/error.h"
@@ -190,6 +191,14 @@ float activate(const ExpertActivation& act, float g, float u) {
   return gated_situ(g, u, act.beta, act.beta_linear);
 }
 
+void activate_array(const ExpertActivation& act, const float* gate, const float* up, float* h, int64_t n) {
+  if (act.kind == ExpertActivation::Kind::SiLU) {
+    elementwise().gated_silu(gate, up, h, n);  // gated_silu's bits on every path
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) h[i] = gated_situ(gate[i], up[i], act.beta, act.beta_linear);
+}
+
 void build_expert_tables(const float* x, int hidden, const float* layer_codebooks, ExpertTables& out) {
   ExpertTables* o = &out;
   build_expert_tables_batch(&x, 1, hidden, layer_codebooks, &o, nullptr);
@@ -276,11 +285,10 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
       rvq_matmul_at(level, v.gate, v.gate_scales, I, H, tg.data(), n, s.gate.data(), size_t(I), t0, t1);
       rvq_matmul_at(level, v.up, v.up_scales, I, H, tu.data(), n, s.up.data(), size_t(I), t0, t1);
       const int r0 = t0 * kVqTileRows, r1 = std::min(I, t1 * kVqTileRows);
-      for (int i = 0; i < n; ++i)
-        for (int r = r0; r < r1; ++r) {
-          const size_t at = size_t(i) * I + size_t(r);
-          s.h[at] = activate(act, s.gate[at], s.up[at]);
-        }
+      for (int i = 0; i < n; ++i) {
+        const size_t at = size_t(i) * I + size_t(r0);
+        activate_array(act, &s.gate[at], &s.up[at], &s.h[at], r1 - r0);
+      }
     });
     if (s.down.size() < nn) s.down.resize(nn);
     s.down_inputs.resize(nn);
@@ -305,7 +313,7 @@ void apply_expert_batch(const ExpertView& v, const ExpertTables* const* t, const
     matvec(g, t[i]->x.data(), s.gate.data() + size_t(i) * I);
     matvec(u, t[i]->x.data(), s.up.data() + size_t(i) * I);
   }
-  for (size_t k = 0; k < size_t(n) * I; ++k) s.h[k] = activate(act, s.gate[k], s.up[k]);
+  activate_array(act, s.gate.data(), s.up.data(), s.h.data(), int64_t(n) * I);
   for (int i = 0; i < n; ++i) matvec(d, s.h.data() + size_t(i) * I, s.out.data() + size_t(i) * H);
   for (int i = 0; i < n; ++i)
     for (int r = 0; r < H; ++r) y[size_t(i) * H + r] += weights[i] * s.out[size_t(i) * H + r];

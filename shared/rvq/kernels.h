@@ -71,6 +71,8 @@ struct ExpertActivation {
 };
 // SiLU: silu(g) * u.  SiTU: [b*tanh(g/b)*sigmoid(g)] * [bl*tanh(u/bl)].
 float activate(const ExpertActivation& act, float gate, float up);
+// h[i] = activate(act, gate[i], up[i]) for i < n, the same bits (SiLU on elementwise.h's path).
+void activate_array(const ExpertActivation& act, const float* gate, const float* up, float* h, int64_t n);
 
 // Per token and layer: the input and the gate/up tables every expert of the layer shares.
 struct ExpertTables {

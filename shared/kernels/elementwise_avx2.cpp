@@ -1,0 +1,59 @@
+// elementwise.h on AVX2, 8 lanes (the algorithm: elementwise_math.h).
+#include <immintrin.h>
+
+#include "shared/kernels/elementwise.h"
+#include "shared/kernels/elementwise_math.h"
+
+namespace waste {
+namespace {
+
+struct Avx2Lanes {
+  using V = __m256;
+  using I = __m256i;
+  using M = __m256;  // all ones where true
+  static constexpr int kLanes = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set1(float a) { return _mm256_set1_ps(a); }
+  static I set1_i(int32_t a) { return _mm256_set1_epi32(a); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) {  // kept apart from a following add (simd_traits.h, mul_exact)
+    V p = _mm256_mul_ps(a, b);
+    asm("" : "+v"(p));
+    return p;
+  }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static M lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static M gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+  static M eq(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  static M is_nan(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static M or_m(M a, M b) { return _mm256_or_ps(a, b); }
+  static V select(M m, V a, V b) { return _mm256_blendv_ps(b, a, m); }
+  static I round_i(V a) { return _mm256_cvtps_epi32(a); }
+  static V to_f(I a) { return _mm256_cvtepi32_ps(a); }
+  static I bits(V a) { return _mm256_castps_si256(a); }
+  static V from_bits(I b) { return _mm256_castsi256_ps(b); }
+  static I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub_i(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I and_i(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_i(I a, I b) { return _mm256_or_si256(a, b); }
+  template <int k>
+  static I shl_i(I a) { return _mm256_slli_epi32(a, k); }
+  template <int k>
+  static I shr_i(I a) { return _mm256_srli_epi32(a, k); }
+};
+
+}  // namespace
+
+const ElementwiseKernels kElementwiseAvx2 = {
+    "avx2",
+    elementwise_detail::exp_array<Avx2Lanes>,
+    elementwise_detail::softplus_array<Avx2Lanes>,
+    elementwise_detail::silu_array<Avx2Lanes>,
+    elementwise_detail::mul_sigmoid_array<Avx2Lanes>,
+    elementwise_detail::gated_silu_array<Avx2Lanes>,
+};
+
+}  // namespace waste

@@ -1,0 +1,59 @@
+// elementwise.h on Advanced SIMD (aarch64), 4 lanes (the algorithm: elementwise_math.h).
+#include <arm_neon.h>
+
+#include "shared/kernels/elementwise.h"
+#include "shared/kernels/elementwise_math.h"
+
+namespace waste {
+namespace {
+
+struct NeonLanes {
+  using V = float32x4_t;
+  using I = int32x4_t;
+  using M = uint32x4_t;  // all ones where true
+  static constexpr int kLanes = 4;
+  static V load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, V v) { vst1q_f32(p, v); }
+  static V set1(float a) { return vdupq_n_f32(a); }
+  static I set1_i(int32_t a) { return vdupq_n_s32(a); }
+  static V add(V a, V b) { return vaddq_f32(a, b); }
+  static V sub(V a, V b) { return vsubq_f32(a, b); }
+  static V mul(V a, V b) {  // kept apart from a following add (simd_traits.h, mul_exact)
+    V p = vmulq_f32(a, b);
+    asm("" : "+w"(p));
+    return p;
+  }
+  static V div(V a, V b) { return vdivq_f32(a, b); }
+  static V neg(V a) { return vnegq_f32(a); }
+  static M lt(V a, V b) { return vcltq_f32(a, b); }
+  static M gt(V a, V b) { return vcgtq_f32(a, b); }
+  static M eq(V a, V b) { return vceqq_f32(a, b); }
+  static M is_nan(V a) { return vmvnq_u32(vceqq_f32(a, a)); }
+  static M or_m(M a, M b) { return vorrq_u32(a, b); }
+  static V select(M m, V a, V b) { return vbslq_f32(m, a, b); }
+  static I round_i(V a) { return vcvtnq_s32_f32(a); }
+  static V to_f(I a) { return vcvtq_f32_s32(a); }
+  static I bits(V a) { return vreinterpretq_s32_f32(a); }
+  static V from_bits(I b) { return vreinterpretq_f32_s32(b); }
+  static I add_i(I a, I b) { return vaddq_s32(a, b); }
+  static I sub_i(I a, I b) { return vsubq_s32(a, b); }
+  static I and_i(I a, I b) { return vandq_s32(a, b); }
+  static I or_i(I a, I b) { return vorrq_s32(a, b); }
+  template <int k>
+  static I shl_i(I a) { return vshlq_n_s32(a, k); }
+  template <int k>
+  static I shr_i(I a) { return vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_s32(a), k)); }
+};
+
+}  // namespace
+
+const ElementwiseKernels kElementwiseNeon = {
+    "neon",
+    elementwise_detail::exp_array<NeonLanes>,
+    elementwise_detail::softplus_array<NeonLanes>,
+    elementwise_detail::silu_array<NeonLanes>,
+    elementwise_detail::mul_sigmoid_array<NeonLanes>,
+    elementwise_detail::gated_silu_array<NeonLanes>,
+};
+
+}  // namespace waste
