@@ -28,5 +28,7 @@ float dot_avx2(const float* a, const float* b, int64_t n);
 float sum_squares_avx2(const float* x, int64_t n);
 float dot_neon(const float* a, const float* b, int64_t n);
 float sum_squares_neon(const float* x, int64_t n);
+void axpy_scalar(float a, const float* x, float* y, int64_t n);
+void axpy_avx2(float a, const float* x, float* y, int64_t n);
 
 }  // namespace waste

@@ -73,6 +73,21 @@ TEST_CASE("axpy, scale, add are element-wise and exact where f32 is") {
   CHECK_EQ(x[10], 22.0f);
 }
 
+TEST_CASE("axpy: the AVX2 path gives the scalar bits, tails included") {
+#if defined(__x86_64__)
+  if (!kernel_path_available(KernelPath::Avx2)) return;
+  std::mt19937 rng(11);
+  for (int64_t n : {0, 1, 7, 8, 9, 31, 512, 1001}) {
+    const std::vector<float> x = randn(n, rng), y0 = randn(n, rng);
+    std::vector<float> ys = y0, yv = y0;
+    axpy_scalar(0.37f, x.data(), ys.data(), n);
+    axpy_avx2(0.37f, x.data(), yv.data(), n);
+    CHECK(ys == yv);
+    for (int64_t i = 0; i < n; ++i) CHECK_EQ(ys[size_t(i)], y0[size_t(i)] + 0.37f * x[size_t(i)]);
+  }
+#endif
+}
+
 TEST_CASE("rmsnorm matches the formula in double") {
   std::mt19937 rng(22);
   for (int64_t n : {1, 17, 7168}) {
