@@ -1,6 +1,6 @@
 // Elementwise functions the model runs on long arrays (SiLU and sigmoid gates, KDA's softplus
 // decay, softmax's exponentials), with one definition that every path computes to the same
-// bits (elementwise_math.h): the scalar functions below, and the arrays on AVX2, AVX-512 or
+// bits (NaN results: NaN on every path, not necessarily the same NaN) (elementwise_math.h): the scalar functions below, and the arrays on AVX2, AVX-512 or
 // NEON where simd_level() allows. libm's expf / log1pf were a tenth of a prefill's scalar
 // time and give no vector form with their bits.
 #pragma once
@@ -8,7 +8,7 @@
 
 namespace waste {
 
-// e^x, about 1 ulp; 0 below -87.33 and +inf above 88.37 (elementwise_math.h); NaN stays NaN.
+// e^x, <= 2 ulp; 0 below -87.33 and +inf above 88.37 (elementwise_math.h); NaN stays NaN.
 float exp_det(float x);
 // ln(1 + e^x), x itself above 20.
 float softplus_det(float x);

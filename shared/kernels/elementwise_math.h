@@ -1,5 +1,7 @@
 // Internal: exp, softplus, sigmoid and SiLU written once over a lane type `L` (a float, or a
-// vector of them), so every path computes the same bits: libm's expf and log1pf differ from
+// vector of them), so every path computes the same bits for every non-NaN result (a NaN
+// input gives NaN on every path; its sign and payload may differ: hardware multiplies pass
+// on either operand's NaN and compilers may swap them): libm's expf and log1pf differ from
 // library to library and cannot be run several lanes at a time with the same results. Include
 // only from elementwise.cpp and the per-ISA files (internal linkage, as simd_traits.h).
 //
@@ -18,9 +20,10 @@ namespace waste::elementwise_detail {
 namespace {
 
 // e^x = 2^n e^r with n = round(x log2 e) and |r| <= ln2 / 2 (r from the two-part ln 2 of
-// Cephes' expf: n * kLn2Hi is exact), e^r by Cephes' polynomial (about 1 ulp). Inputs are
-// kept where 2^n is a normal float built from its bits: below kExpMin the result is 0 (e^x is
-// under 1.2e-38 there), above kExpMax +inf (e^x is within 30% of FLT_MAX there).
+// Cephes' expf: n * kLn2Hi is exact), e^r by Cephes' polynomial (<= 2 ulp measured). Inputs
+// are kept where 2^n is a normal float built from its bits: below kExpMin the result is 0
+// (e^x < 1.2e-38 there: the subnormals, and [FLT_MIN, 1.2e-38) flushed), above kExpMax +inf
+// (e^x within 30% of FLT_MAX there). So sigmoid(x) is 0 below -88.37 (libm: subnormals).
 constexpr float kExpMax = 88.37f;   // round(88.37 log2 e) = 127
 constexpr float kExpMin = -87.33f;  // round(-87.33 log2 e) = -126
 constexpr float kLog2e = 1.44269504088896341f;

@@ -63,7 +63,10 @@ void quantize_units_scalar(const float* xt, int64_t units, int64_t unit, int8_t*
       continue;
     }
     unit_scale[k] = amax / 127.0f;
-    const float inv = 127.0f / amax;  // inf when amax is tiny: 0 * inf is NaN, clamped to -127 below
+    // inf when amax < 127 / FLT_MAX (3.7e-37): then 0 * inf is NaN, which the clamp's operand
+    // order makes -127, and every other value +-127; the error stays within amax, and the
+    // SIMD paths reproduce it (a std::clamp here would pass NaN on to the int8 conversion).
+    const float inv = 127.0f / amax;
     int32_t sum = 0;
     for (int64_t i = 0; i < unit; ++i) {
       const float v = std::nearbyint(xk[i] * inv);  // round half to even (default mode)
@@ -143,7 +146,7 @@ float int8_lane_tree(const float* a) {
 // Each row's weights are widened to int8 (Q4G: nibble - 8) once, then dotted with every
 // token, unit by unit, in the order of the definition.
 void matmul_int8_scalar(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool) {
-  const Int8Activations& act = quantize_for(w, x, n, Int8Layout::Natural);
+  const Int8Activations& act = quantize_for(w, x, n, Int8Layout::Natural, quantize_units_scalar, pool);
   const int64_t groups = w.cols / w.group;
   for_row_ranges(pool, w.rows, w.cols * n, [&](int64_t row_begin, int64_t row_end) {
     std::vector<int8_t> row(static_cast<size_t>(w.cols));

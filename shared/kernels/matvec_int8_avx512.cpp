@@ -144,7 +144,7 @@ struct Ops : kernel_detail::Int8Shape {
 // quantize_units_scalar's definition on 32 inputs at a time (the unit of every group the SIMD
 // paths take). Finite iff x - x == 0 (inf - inf and NaN are NaN). The clamp comes before the
 // rounding here, after it in the definition: the same integer for every value (both give
-// +-127 beyond 127.5), and max_ps returns its second operand, -127, for a NaN product (0 *
+// +-127 for |v| >= 127), and max_ps returns its second operand, -127, for a NaN product (0 *
 // inf when the unit's largest value is tiny) as std::max(-127.f, NaN) does. cvtps rounds half
 // to even as nearbyint does in the default mode.
 void quantize_units_avx512(const float* xt, int64_t units, int64_t unit, int8_t* q, float* unit_scale,

@@ -57,7 +57,8 @@ void axpy_scalar(float a, const float* x, float* y, int64_t n) {
 
 // The other element-wise helpers are memory-bound one-liners the compiler vectorizes itself
 // (on x86 at the baseline's 4 lanes). axpy is not memory-bound where MLA's absorb runs it over
-// rows held in L2: AVX2 there, with the same bits (the product rounded, then the sum).
+// rows held in L2: AVX2 there, with the same bits on x86 (the product rounded, then the sum;
+// the baseline x86-64-v2 has no FMA to contract the scalar loop into).
 void axpy(float a, const float* x, float* y, int64_t n) {
 #if defined(__x86_64__)
   if (use_simd()) return axpy_avx2(a, x, y, n);

@@ -289,7 +289,7 @@ TEST_CASE("int8: activations are quantized per unit as documented") {
 
 TEST_CASE("int8: every path's activation quantizer gives the definition's bits, on the pool too") {
   std::mt19937 rng(77);
-  const int64_t cols = 2304, units = cols / 32;
+  const int64_t cols = 2368, units = cols / 32;  // 18.5 blocks of 128: a partial EvenOdd block
   std::vector<float> x = realistic_activations(37 * cols, rng);
   // Units the definition treats apart: all zero, one inf, one NaN, -0 only, a largest value so
   // small that 127 / amax is inf (0 * inf is NaN: -127), and exact half steps (ties to even).
@@ -301,8 +301,9 @@ TEST_CASE("int8: every path's activation quantizer gives the definition's bits, 
   std::fill_n(unit(0, 5), 32, 0.0f);
   unit(0, 5)[7] = 1e-40f;
   unit(0, 5)[8] = -1e-40f;
-  for (int i = 0; i < 32; ++i) unit(1, 0)[i] = float(i - 16) + 0.5f;  // amax 16.5: (i-15.5) * 127 / 16.5
-  unit(1, 0)[0] = 127.0f;                                             // amax 127: x.5 steps are exact ties
+  // amax 127 (the first value): the others, -14.5 .. 15.5 in steps of 1, are exact ties.
+  for (int i = 0; i < 32; ++i) unit(1, 0)[i] = float(i - 16) + 0.5f;
+  unit(1, 0)[0] = 127.0f;
   std::vector<QuantizeUnitsFn> fns;
 #if defined(__x86_64__)
   if (kernel_path_available(KernelPath::Avx512)) fns.push_back(quantize_units_avx512);
@@ -319,9 +320,13 @@ TEST_CASE("int8: every path's activation quantizer gives the definition's bits, 
     for (QuantizeUnitsFn fn : fns)
       for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
         Int8Activations got;
-        got.q.assign(size_t(37 * cols), 99);  // stale contents must all be overwritten
+        // Stale contents must all be overwritten, the padding units' scales and sums included.
+        got.q.assign(size_t(37 * cols), 99);
+        got.unit_scale.assign(size_t(37 * 80), 5.0f);
+        got.unit_sum.assign(size_t(37 * 80), 7);
         quantize_activations(x.data(), 37, cols, 64, layout, got, fn, p);
         REQUIRE_EQ(got.units, units);
+        REQUIRE_EQ(got.padded_units, 80);
         CHECK(got.q == ref.q);
         CHECK(got.unit_sum == ref.unit_sum);
         REQUIRE_EQ(got.unit_scale.size(), ref.unit_scale.size());
