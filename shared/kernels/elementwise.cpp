@@ -12,14 +12,7 @@ using elementwise_detail::ScalarLanes;
 float exp_det(float x) { return elementwise_detail::exp_lanes<ScalarLanes>(x); }
 float softplus_det(float x) { return elementwise_detail::softplus_lanes<ScalarLanes>(x); }
 
-const ElementwiseKernels kElementwiseScalar = {
-    "scalar",
-    elementwise_detail::exp_array<ScalarLanes>,
-    elementwise_detail::softplus_array<ScalarLanes>,
-    elementwise_detail::silu_array<ScalarLanes>,
-    elementwise_detail::mul_sigmoid_array<ScalarLanes>,
-    elementwise_detail::gated_silu_array<ScalarLanes>,
-};
+const ElementwiseKernels kElementwiseScalar = elementwise_detail::kernels_of<ScalarLanes>("scalar");
 
 const ElementwiseKernels& elementwise() {
   static const ElementwiseKernels& chosen = [] () -> const ElementwiseKernels& {

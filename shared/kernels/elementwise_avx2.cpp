@@ -47,13 +47,6 @@ struct Avx2Lanes {
 
 }  // namespace
 
-const ElementwiseKernels kElementwiseAvx2 = {
-    "avx2",
-    elementwise_detail::exp_array<Avx2Lanes>,
-    elementwise_detail::softplus_array<Avx2Lanes>,
-    elementwise_detail::silu_array<Avx2Lanes>,
-    elementwise_detail::mul_sigmoid_array<Avx2Lanes>,
-    elementwise_detail::gated_silu_array<Avx2Lanes>,
-};
+const ElementwiseKernels kElementwiseAvx2 = elementwise_detail::kernels_of<Avx2Lanes>("avx2");
 
 }  // namespace waste

@@ -47,13 +47,6 @@ struct Avx512Lanes {
 
 }  // namespace
 
-const ElementwiseKernels kElementwiseAvx512 = {
-    "avx512",
-    elementwise_detail::exp_array<Avx512Lanes>,
-    elementwise_detail::softplus_array<Avx512Lanes>,
-    elementwise_detail::silu_array<Avx512Lanes>,
-    elementwise_detail::mul_sigmoid_array<Avx512Lanes>,
-    elementwise_detail::gated_silu_array<Avx512Lanes>,
-};
+const ElementwiseKernels kElementwiseAvx512 = elementwise_detail::kernels_of<Avx512Lanes>("avx512");
 
 }  // namespace waste

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <limits>
 
+#include "shared/kernels/elementwise.h"
+
 namespace waste::elementwise_detail {
 namespace {
 
@@ -188,6 +190,12 @@ void gated_silu_array(const float* gate, const float* up, float* out, int64_t n)
   for (; i + L::kLanes <= n; i += L::kLanes)
     L::store(out + i, L::mul(silu_lanes<L>(L::load(gate + i)), L::load(up + i)));
   for (; i < n; ++i) out[i] = ScalarLanes::mul(silu_lanes<ScalarLanes>(gate[i]), up[i]);
+}
+
+// A path's table of elementwise.h: the array forms on lanes L.
+template <class L>
+constexpr ElementwiseKernels kernels_of(const char* name) {  // constant-initialized tables
+  return {name, exp_array<L>, softplus_array<L>, silu_array<L>, mul_sigmoid_array<L>, gated_silu_array<L>};
 }
 
 }  // namespace

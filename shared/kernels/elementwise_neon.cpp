@@ -47,13 +47,6 @@ struct NeonLanes {
 
 }  // namespace
 
-const ElementwiseKernels kElementwiseNeon = {
-    "neon",
-    elementwise_detail::exp_array<NeonLanes>,
-    elementwise_detail::softplus_array<NeonLanes>,
-    elementwise_detail::silu_array<NeonLanes>,
-    elementwise_detail::mul_sigmoid_array<NeonLanes>,
-    elementwise_detail::gated_silu_array<NeonLanes>,
-};
+const ElementwiseKernels kElementwiseNeon = elementwise_detail::kernels_of<NeonLanes>("neon");
 
 }  // namespace waste
