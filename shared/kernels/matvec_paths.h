@@ -57,4 +57,7 @@ void matmul_avx2(const MatrixView& w, const float* x, int64_t n, float* y, Threa
 void matmul_avx512(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 void matmul_neon(const MatrixView& w, const float* x, int64_t n, float* y, ThreadPool* pool);
 
+// dequantize_row's Q4G rows with group % 32 == 0 on AVX-512 (the scalar case's bits).
+void dequantize_row_q4g_avx512(const uint8_t* q, const uint16_t* scales, int64_t cols, int64_t group, float* out);
+
 }  // namespace waste

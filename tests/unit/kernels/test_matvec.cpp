@@ -10,6 +10,7 @@
 #include "shared/kernels/matvec.h"
 #include "shared/kernels/matvec_paths.h"
 #include "shared/util/cpu.h"
+#include "shared/util/half.h"
 #include "shared/util/error.h"
 #include "shared/util/thread_pool.h"
 
@@ -225,4 +226,27 @@ TEST_CASE("malformed matrix views are refused with an Error") {
   CHECK_THROWS_AS(matvec(bad, x.data(), y.data()), Error);
   bad = m.view;
   CHECK_THROWS_AS(matmul(bad, x.data(), -1, y.data()), Error);
+}
+
+TEST_CASE("dequantize_row: Q4G rows on AVX-512 give the formula's bits (q - 8) * scale") {
+#if defined(__x86_64__)
+  if (!kernel_path_available(KernelPath::Avx512)) return;
+  std::mt19937 rng(23);
+  for (uint32_t group : {32u, 64u, 128u}) {
+    StoredMatrix m = random_matrix(TensorFormat::Q4G, 3, 512, group, rng);
+    const auto* q = static_cast<const uint8_t*>(m.view.data);
+    for (int64_t r = 0; r < 3; ++r) {
+      std::vector<float> got(512, -1.0f), via_row(512, -2.0f);
+      dequantize_row_q4g_avx512(q + r * 256, m.view.scales + r * (512 / group), 512, group, got.data());
+      dequantize_row(m.view, r, via_row.data());
+      for (int64_t c = 0; c < 512; ++c) {
+        const uint8_t byte = q[r * 256 + c / 2];
+        const int nib = c % 2 ? byte >> 4 : byte & 0xf;
+        const float want = float(nib - 8) * f16_to_f32(m.view.scales[r * (512 / group) + c / group]);
+        CHECK_EQ(f32_to_bits(got[size_t(c)]), f32_to_bits(want));
+        CHECK_EQ(f32_to_bits(via_row[size_t(c)]), f32_to_bits(want));
+      }
+    }
+  }
+#endif
 }
