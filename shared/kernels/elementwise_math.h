@@ -155,47 +155,43 @@ struct ScalarLanes {
 };
 
 // The array forms: whole vectors of L, then the tail one float at a time (the same bits).
-template <class L>
-void exp_array(const float* x, float* y, int64_t n) {
+// Op::run<M>(a) or Op::run<M>(a, b) on lanes M.
+template <class L, class Op>
+void map_unary(const float* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + L::kLanes <= n; i += L::kLanes) L::store(y + i, exp_lanes<L>(L::load(x + i)));
-  for (; i < n; ++i) y[i] = exp_lanes<ScalarLanes>(x[i]);
+  for (; i + L::kLanes <= n; i += L::kLanes) L::store(y + i, Op::template run<L>(L::load(x + i)));
+  for (; i < n; ++i) y[i] = Op::template run<ScalarLanes>(x[i]);
 }
 
-template <class L>
-void softplus_array(const float* x, float* y, int64_t n) {
+template <class L, class Op>
+void map_binary(const float* a, const float* b, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + L::kLanes <= n; i += L::kLanes) L::store(y + i, softplus_lanes<L>(L::load(x + i)));
-  for (; i < n; ++i) y[i] = softplus_lanes<ScalarLanes>(x[i]);
+  for (; i + L::kLanes <= n; i += L::kLanes) L::store(y + i, Op::template run<L>(L::load(a + i), L::load(b + i)));
+  for (; i < n; ++i) y[i] = Op::template run<ScalarLanes>(a[i], b[i]);
 }
 
-template <class L>
-void silu_array(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + L::kLanes <= n; i += L::kLanes) L::store(y + i, silu_lanes<L>(L::load(x + i)));
-  for (; i < n; ++i) y[i] = silu_lanes<ScalarLanes>(x[i]);
-}
-
-template <class L>
-void mul_sigmoid_array(float* x, const float* g, int64_t n) {
-  int64_t i = 0;
-  for (; i + L::kLanes <= n; i += L::kLanes)
-    L::store(x + i, L::mul(L::load(x + i), sigmoid_lanes<L>(L::load(g + i))));
-  for (; i < n; ++i) x[i] = ScalarLanes::mul(x[i], sigmoid_lanes<ScalarLanes>(g[i]));
-}
-
-template <class L>
-void gated_silu_array(const float* gate, const float* up, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + L::kLanes <= n; i += L::kLanes)
-    L::store(out + i, L::mul(silu_lanes<L>(L::load(gate + i)), L::load(up + i)));
-  for (; i < n; ++i) out[i] = ScalarLanes::mul(silu_lanes<ScalarLanes>(gate[i]), up[i]);
-}
+struct Exp {
+  template <class M> static typename M::V run(typename M::V x) { return exp_lanes<M>(x); }
+};
+struct Softplus {
+  template <class M> static typename M::V run(typename M::V x) { return softplus_lanes<M>(x); }
+};
+struct Silu {
+  template <class M> static typename M::V run(typename M::V x) { return silu_lanes<M>(x); }
+};
+struct MulSigmoid {  // x sigmoid(g)
+  template <class M> static typename M::V run(typename M::V x, typename M::V g) { return M::mul(x, sigmoid_lanes<M>(g)); }
+};
+struct GatedSilu {  // silu(gate) up
+  template <class M> static typename M::V run(typename M::V g, typename M::V u) { return M::mul(silu_lanes<M>(g), u); }
+};
 
 // A path's table of elementwise.h: the array forms on lanes L.
 template <class L>
 constexpr ElementwiseKernels kernels_of(const char* name) {  // constant-initialized tables
-  return {name, exp_array<L>, softplus_array<L>, silu_array<L>, mul_sigmoid_array<L>, gated_silu_array<L>};
+  return {name, map_unary<L, Exp>, map_unary<L, Softplus>, map_unary<L, Silu>,
+          [](float* x, const float* g, int64_t n) { map_binary<L, MulSigmoid>(x, g, x, n); },
+          map_binary<L, GatedSilu>};
 }
 
 }  // namespace
