@@ -3,7 +3,6 @@
 
 #include "shared/kernels/elementwise_math.h"
 #include "shared/kernels/matvec_paths.h"
-#include "shared/util/cpu.h"
 
 namespace waste {
 
@@ -14,36 +13,24 @@ float softplus_det(float x) { return elementwise_detail::softplus_lanes<ScalarLa
 
 const ElementwiseKernels kElementwiseScalar = elementwise_detail::kernels_of<ScalarLanes>("scalar");
 
-const ElementwiseKernels& elementwise() {
-  static const ElementwiseKernels& chosen = [] () -> const ElementwiseKernels& {
-    switch (simd_level()) {
+const ElementwiseKernels* elementwise_for(KernelPath path) {
+  switch (path) {
+    case KernelPath::Scalar: return &kElementwiseScalar;
 #if defined(__x86_64__)
-      case SimdLevel::Avx512: return kElementwiseAvx512;
-      case SimdLevel::Avx2: return kElementwiseAvx2;
+    case KernelPath::Avx2: return &kElementwiseAvx2;
+    case KernelPath::Avx512: return &kElementwiseAvx512;
 #elif defined(__aarch64__)
-      case SimdLevel::Neon: return kElementwiseNeon;
+    case KernelPath::Neon:
+    case KernelPath::NeonDotprod:
+    case KernelPath::NeonI8mm: return &kElementwiseNeon;
 #endif
-      default: return kElementwiseScalar;
-    }
-  }();
-  return chosen;
+    default: return nullptr;
+  }
 }
 
-const ElementwiseKernels* const* elementwise_paths(int* count) {
-  static const ElementwiseKernels* paths[3];
-  static const int n = [] {
-    int k = 0;
-    paths[k++] = &kElementwiseScalar;
-#if defined(__x86_64__)
-    if (kernel_path_available(KernelPath::Avx2)) paths[k++] = &kElementwiseAvx2;
-    if (kernel_path_available(KernelPath::Avx512)) paths[k++] = &kElementwiseAvx512;
-#elif defined(__aarch64__)
-    if (kernel_path_available(KernelPath::Neon)) paths[k++] = &kElementwiseNeon;
-#endif
-    return k;
-  }();
-  *count = n;
-  return paths;
+const ElementwiseKernels& elementwise() {
+  static const ElementwiseKernels& chosen = *elementwise_for(best_kernel_path());
+  return chosen;
 }
 
 }  // namespace waste

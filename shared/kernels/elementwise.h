@@ -8,6 +8,8 @@
 
 namespace waste {
 
+enum class KernelPath;
+
 // e^x, <= 2 ulp; 0 below -87.33 and +inf above 88.37 (elementwise_math.h); NaN stays NaN.
 float exp_det(float x);
 // ln(1 + e^x), x itself above 20.
@@ -22,10 +24,11 @@ struct ElementwiseKernels {
   void (*mul_sigmoid)(float* x, const float* g, int64_t n);                  // x *= sigmoid(g)
   void (*gated_silu)(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) up
 };
-// The path simd_level() chooses.
+// The table of a kernel path (matvec_paths.h's one list): the NEON int8 variants share the
+// NEON table, a path of another architecture has none (nullptr).
+const ElementwiseKernels* elementwise_for(KernelPath path);
+// The table of best_kernel_path(): the path simd_level() chooses.
 const ElementwiseKernels& elementwise();
-// Every path this CPU can run, scalar first (for the tests).
-const ElementwiseKernels* const* elementwise_paths(int* count);
 
 extern const ElementwiseKernels kElementwiseScalar;
 #if defined(__x86_64__)

@@ -12,6 +12,7 @@
 
 #include "shared/kernels/activation.h"
 #include "shared/kernels/elementwise.h"
+#include "shared/kernels/matvec_paths.h"
 #include "shared/util/half.h"
 
 using namespace waste;
@@ -81,10 +82,16 @@ TEST_CASE("elementwise: softplus_det, sigmoid and silu against the exact functio
 
 TEST_CASE("elementwise: every path's arrays give the scalar definition's bits") {
   std::mt19937 rng(5);
-  int count = 0;
-  const ElementwiseKernels* const* paths = elementwise_paths(&count);
+  std::vector<const ElementwiseKernels*> paths;  // every path this CPU has (matvec_paths.h's list)
+  for (KernelPath p : available_kernel_paths()) {
+    const ElementwiseKernels* k = elementwise_for(p);
+    REQUIRE(k != nullptr);
+    paths.push_back(k);
+  }
+  const int count = int(paths.size());
   REQUIRE_GE(count, 1);
   CHECK_EQ(std::string(paths[0]->name), "scalar");
+  CHECK_EQ(&elementwise(), elementwise_for(best_kernel_path()));
   for (int n : {0, 1, 7, 15, 16, 17, 33, 1000}) {
     const std::vector<float> x = probe_values(rng, std::max(n, 1));
     std::vector<float> g = probe_values(rng, std::max(n, 1) + 7);
