@@ -60,7 +60,7 @@ void for_each_head(ThreadPool* pool, int H, int64_t work, F&& body) {
 }  // namespace
 
 float kda_log_decay(const ModelConfig& c, float A, float z) {
-  return c.kda_lower_bound ? c.kda_gate_lower_bound * sigmoid(A * z) : -A * softplus(z);
+  return c.kda_lower_bound ? c.kda_gate_lower_bound * sigmoid(A * z) : -A * softplus_det(z);
 }
 
 void kda_head_recurrent(int K, int64_t n, const KdaHeadInputs& in, float* S, float* o) {
@@ -131,7 +131,7 @@ void kda_mix(const ModelConfig& c, const KdaWeights& w, KdaState& s, KdaProjecti
       for (int d = 0; d < K; ++d) fh[d] += w.dt_bias[size_t(c0 + d)];
       if (c.kda_lower_bound) {
         for (int d = 0; d < K; ++d) fh[d] = kda_log_decay(c, A, fh[d]);
-      } else {  // kda_log_decay's -A softplus(z), the softplus over the head at once
+      } else {  // kda_log_decay's -A softplus_det(z), the softplus over the head at once
         elementwise().softplus(fh, fh, K);
         for (int d = 0; d < K; ++d) fh[d] = -A * fh[d];
       }

@@ -17,9 +17,6 @@ void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
   for (int i = 0; i < n; ++i) out[i] = (w ? w[i] : 1.0f) * (x[i] * inv);
 }
 
-// log(1 + e^x) without overflow; torch switches to identity above 20 for the same reason.
-float softplus(float x) { return softplus_det(x); }
-
 void l2_normalize(float* x, int n) {
   double ss = 0;
   for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];

@@ -14,8 +14,6 @@ namespace waste {
 // without a weight). out may alias x.
 void rmsnorm(const float* x, const float* w, int n, float eps, float* out);
 
-float softplus(float x);
-
 // x / max(||x||_2, 1e-12), torch's F.normalize, which the Kimi references use for q and k.
 void l2_normalize(float* x, int n);
 
