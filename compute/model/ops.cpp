@@ -72,7 +72,9 @@ void matvec_transposed_accumulate(const MatrixView& w, int64_t row0, int64_t n, 
   // chunk's outputs, 2 KiB a token and head, were streamed from memory once per row); each
   // row is dequantised once per block. Every output still sums the rows in order r = 0, 1, ...
   constexpr int64_t kTokenBlock = 32;
-  std::vector<float> row(size_t(w.cols));
+  // Per thread, reused: a decode step calls this once per head and MLA layer.
+  thread_local std::vector<float> row;
+  row.resize(size_t(w.cols));
   for (int64_t t0 = 0; t0 < tokens; t0 += kTokenBlock) {
     const int64_t t1 = std::min(tokens, t0 + kTokenBlock);
     for (int64_t r = 0; r < n; ++r) {
