@@ -3,26 +3,17 @@
 
 #include "shared/kernels/elementwise.h"
 #include "shared/kernels/elementwise_math.h"
+#include "shared/kernels/simd_traits.h"
 
 namespace waste {
 namespace {
 
-struct Avx2Lanes {
-  using V = __m256;
-  using I = __m256i;
+// The traits' loads, stores, set1 and adds, plus what the elementwise algorithm needs besides
+// (simd_traits.h has the rest of this ISA's operations).
+struct Avx2Lanes : simd::Avx2 {
   using M = __m256;  // all ones where true
-  static constexpr int kLanes = 8;
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V set1(float a) { return _mm256_set1_ps(a); }
-  static I set1_i(int32_t a) { return _mm256_set1_epi32(a); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-  static V mul(V a, V b) {  // kept apart from a following add (simd_traits.h, mul_exact)
-    V p = _mm256_mul_ps(a, b);
-    asm("" : "+v"(p));
-    return p;
-  }
+  static V mul(V a, V b) { return mul_exact(a, b); }  // never fused with a following add
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
   static M lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
@@ -35,7 +26,6 @@ struct Avx2Lanes {
   static V to_f(I a) { return _mm256_cvtepi32_ps(a); }
   static I bits(V a) { return _mm256_castps_si256(a); }
   static V from_bits(I b) { return _mm256_castsi256_ps(b); }
-  static I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
   static I sub_i(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I and_i(I a, I b) { return _mm256_and_si256(a, b); }
   static I or_i(I a, I b) { return _mm256_or_si256(a, b); }

@@ -3,26 +3,17 @@
 
 #include "shared/kernels/elementwise.h"
 #include "shared/kernels/elementwise_math.h"
+#include "shared/kernels/simd_traits.h"
 
 namespace waste {
 namespace {
 
-struct Avx512Lanes {
-  using V = __m512;
-  using I = __m512i;
+// The traits' loads, stores, set1 and adds, plus what the elementwise algorithm needs besides
+// (simd_traits.h has the rest of this ISA's operations).
+struct Avx512Lanes : simd::Avx512 {
   using M = __mmask16;
-  static constexpr int kLanes = 16;
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V set1(float a) { return _mm512_set1_ps(a); }
-  static I set1_i(int32_t a) { return _mm512_set1_epi32(a); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
-  static V mul(V a, V b) {  // kept apart from a following add (simd_traits.h, mul_exact)
-    V p = _mm512_mul_ps(a, b);
-    asm("" : "+v"(p));
-    return p;
-  }
+  static V mul(V a, V b) { return mul_exact(a, b); }  // never fused with a following add
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static V neg(V a) { return from_bits(_mm512_xor_si512(bits(a), _mm512_set1_epi32(int32_t(0x80000000u)))); }
   static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
@@ -35,7 +26,6 @@ struct Avx512Lanes {
   static V to_f(I a) { return _mm512_cvtepi32_ps(a); }
   static I bits(V a) { return _mm512_castps_si512(a); }
   static V from_bits(I b) { return _mm512_castsi512_ps(b); }
-  static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
   static I sub_i(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
   static I or_i(I a, I b) { return _mm512_or_si512(a, b); }

@@ -3,26 +3,17 @@
 
 #include "shared/kernels/elementwise.h"
 #include "shared/kernels/elementwise_math.h"
+#include "shared/kernels/simd_traits.h"
 
 namespace waste {
 namespace {
 
-struct NeonLanes {
-  using V = float32x4_t;
-  using I = int32x4_t;
+// The traits' loads, stores, set1 and adds, plus what the elementwise algorithm needs besides
+// (simd_traits.h has the rest of this ISA's operations).
+struct NeonLanes : simd::Neon {
   using M = uint32x4_t;  // all ones where true
-  static constexpr int kLanes = 4;
-  static V load(const float* p) { return vld1q_f32(p); }
-  static void store(float* p, V v) { vst1q_f32(p, v); }
-  static V set1(float a) { return vdupq_n_f32(a); }
-  static I set1_i(int32_t a) { return vdupq_n_s32(a); }
-  static V add(V a, V b) { return vaddq_f32(a, b); }
   static V sub(V a, V b) { return vsubq_f32(a, b); }
-  static V mul(V a, V b) {  // kept apart from a following add (simd_traits.h, mul_exact)
-    V p = vmulq_f32(a, b);
-    asm("" : "+w"(p));
-    return p;
-  }
+  static V mul(V a, V b) { return mul_exact(a, b); }  // never fused with a following add
   static V div(V a, V b) { return vdivq_f32(a, b); }
   static V neg(V a) { return vnegq_f32(a); }
   static M lt(V a, V b) { return vcltq_f32(a, b); }
@@ -35,7 +26,6 @@ struct NeonLanes {
   static V to_f(I a) { return vcvtq_f32_s32(a); }
   static I bits(V a) { return vreinterpretq_s32_f32(a); }
   static V from_bits(I b) { return vreinterpretq_f32_s32(b); }
-  static I add_i(I a, I b) { return vaddq_s32(a, b); }
   static I sub_i(I a, I b) { return vsubq_s32(a, b); }
   static I and_i(I a, I b) { return vandq_s32(a, b); }
   static I or_i(I a, I b) { return vorrq_s32(a, b); }
