@@ -21,6 +21,15 @@ std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader l
   return out;
 }
 
+std::vector<LayerUse> layer_uses_of(capnp::List<proto::LayerUse>::Reader list) {
+  // Sizes are the message's own (Cap'n Proto bounds a message's traversal): nothing here
+  // allocates more than the peer sent.
+  std::vector<LayerUse> out;
+  out.reserve(list.size());
+  for (auto u : list) out.push_back({u.getLayer(), experts_of(u.getExperts())});
+  return out;
+}
+
 ServedExperts ServedExperts::of(const Container& c) {
   ServedExperts s;
   s.source = c.dir();

@@ -20,6 +20,10 @@ namespace waste::iod {
 std::vector<uint32_t> experts_of(capnp::List<uint32_t>::Reader list);
 std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader list);
 
+// The experts each decoder layer used without a fetch (touch), as sent.
+using ipc::LayerUse;
+std::vector<LayerUse> layer_uses_of(capnp::List<proto::LayerUse>::Reader list);
+
 // What a key may name: per decoder layer its routed expert count (0 for a dense layer).
 struct ServedExperts {
   std::string source;                   // the container's directory, named in errors

@@ -221,6 +221,10 @@ class ExpertStoreImpl final : public proto::ExpertStore::Server {
     return guarded([&] { store_.release(conn_, handles_of(ctx.getParams().getHandles())); });
   }
 
+  kj::Promise<void> touch(TouchContext ctx) override {
+    return guarded([&] { store_.touch(conn_, layer_uses_of(ctx.getParams().getUses())); });
+  }
+
   kj::Promise<void> stats(StatsContext ctx) override {
     return guarded([&] {
       StoreStats st = store_.stats();

@@ -426,6 +426,32 @@ uint32_t Store::prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t
   return issued;
 }
 
+void Store::touch(uint64_t conn, std::span<const LayerUse> uses) {
+  for (const LayerUse& u : uses)
+    for (uint32_t x : u.experts) check_key(u.layer, x);
+  std::lock_guard lock(mu_);
+  for (const LayerUse& u : uses) {
+    trace_line(conn, "touch", u.layer, u.experts);
+    const uint32_t pos = geometry_.position(u.layer);
+    cache_->begin_layer(u.layer, u.experts);
+    for (uint32_t x : u.experts) {
+      const ExpertKey key{u.layer, x};
+      // The client read the record intact from its slot: a hit, whether or not the slot still
+      // holds it now (an eviction since then leaves the policy no slot to credit).
+      ++hits_;
+      ++layer_counters_[pos].hits;
+      const uint32_t s = cache_->touch(key);
+      if (s != kNoSlot && slot_info_[s].prefetched_unused) {
+        ++prefetch_used_;
+        slot_info_[s].prefetched_unused = false;
+      }
+      usage_.add(key);
+    }
+    if (pos == 0) usage_.end_token();  // as a fetch of the first MoE layer counts a token
+    usage_changed_ = true;
+  }
+}
+
 uint32_t Store::prewarm(const std::vector<ExpertKey>& hottest) {
   std::lock_guard lock(mu_);
   uint32_t n = 0;

@@ -78,6 +78,10 @@ class Store {
   uint32_t prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,
                     std::span<const ipc::SlotHandle> releases = {});
   void release(uint64_t conn, std::span<const ipc::SlotHandle> handles);
+  // Uses the connection served from READY slots without a fetch (proto touch): counted as
+  // the fetches would have been (hits, the policy's on_fetch and on_hit, the usage counts, the
+  // trace, as "touch"), nothing pinned or read. Every key is checked before anything is counted.
+  void touch(uint64_t conn, std::span<const LayerUse> uses);
   StoreStats stats() const;
   // Writes one JSON line per request to `path`, a new file (absolute; created 0600, never an
   // existing file or a symlink: the path may come from a peer, which must not get iod to

@@ -14,6 +14,12 @@ struct SlotHandle {
   generation @1 :UInt64;
 }
 
+# The experts one decoder layer used (touch).
+struct LayerUse {
+  layer @0 :UInt32;
+  experts @1 :List(UInt32);
+}
+
 struct SegmentInfo {
   name @0 :Text;            # Boost.Interprocess shared_memory_object name (/dev/shm/<name> on Linux), or
                             # iod's private huge-page file, "/proc/<iod pid>/fd/<n>" (iod --shm)
@@ -77,4 +83,10 @@ interface ExpertStore {
   # Starts writing every request to `path` (JSON lines), replacing a running trace.
   traceStart @5 (path :Text) -> ();
   traceStop @6 () -> (requests :UInt64);
+  # Uses the client served from slots without a fetch: every expert was READY in a slot it had
+  # been handed before, it read the slot unpinned and checked afterwards that the slot's
+  # generation had not changed (docs/PROTOCOL.md, "Unpinned reads"). Counted as the fetches
+  # would have been (hits, the policy's use order, the usage file, the trace as "touch"); nothing
+  # is pinned or read. Sent once per token, after the fact.
+  touch @7 (uses :List(LayerUse)) -> ();
 }

@@ -49,6 +49,7 @@ IodExperts::~IodExperts() {
   try {
     end_layer();
     flush_releases();
+    flush_uses();  // this token's unpinned uses, when it ended before its last MoE layer
   } catch (...) {  // iod already gone: its pins died with our connection anyway
   }
 }
@@ -193,14 +194,95 @@ void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
   // (A step an error ends between two MoE layers leaves them until its next fetch, or
   // the destructor; the MoE layer's own guard already released that layer's.)
   if (layer_ >= 0) end_layer();
+  // A new pass over the layers while uses of the last one wait (it ended before its last MoE
+  // layer: an error on the way): they go now, so a touch never spans two passes.
+  if (!uses_.empty() && uint32_t(layer) <= uses_.back().layer) flush_uses();
   layer_ = layer;
   experts_.assign(experts.begin(), experts.end());
   next_fetch_ = 0;
   window_cap_ = std::max<size_t>(1, slot_count());
+  if (may_serve_unpinned()) {
+    unpinned_ = true;
+    ++unpinned_layers_;
+    for (size_t i = 0; i < experts_.size(); ++i)
+      window_.push_back({i, last_handle_[size_t(layer) * experts_per_layer_ + size_t(experts_[i])]});
+    next_fetch_ = experts_.size();
+    // Pins a fetched layer left have no fetch to ride on now.
+    if (!to_release_.empty() && client_->release_async(to_release_)) to_release_.clear();
+    return;
+  }
+  // The token's unpinned uses so far go ahead of this fetch: iod's policy and trace see the
+  // layers in order (one more message, only in a token that mixes both).
+  flush_uses();
   // The first window's fetch goes out now and is answered while the caller computes (the MoE
   // layer runs its shared expert between this and its first next_ready): the round trip, half
   // a millisecond a layer on 2 busy cores, no longer adds to every MoE layer.
   start_refill(std::min(window_cap_, experts_.size()));
+}
+
+bool IodExperts::may_serve_unpinned() {
+  if (!unpinned_reads_ || dead_ || experts_.empty() || experts_.size() > window_cap_) return false;
+  // The uses must be able to reach iod (a touch is a one-way call): while it leaves them
+  // unanswered, or the connection is gone, fetches take over and their deadlines report it.
+  const ipc::HintStats& h = client_->hint_stats();
+  if (h.disconnected || h.outstanding >= h.capacity) return false;
+  return std::all_of(experts_.begin(), experts_.end(), [&](int e) { return known_ready(layer_, e); });
+}
+
+void IodExperts::pin_the_rest(std::optional<size_t> torn) {
+  std::vector<size_t> index;
+  if (torn) index.push_back(*torn);
+  for (const Fetched& f : window_) index.push_back(f.index);
+  window_.clear();
+  unpinned_ = false;
+  if (index.empty()) return;
+  // The layer's experts already used intact go in the same fetch (hits: nothing is read, and
+  // their pins go back with the next message), so iod sees the layer as one request, as it
+  // would have without unpinned reads; the token's earlier layers' uses go first, in order.
+  std::vector<uint32_t> used;
+  if (!uses_.empty() && uses_.back().layer == uint32_t(layer_)) {
+    used = std::move(uses_.back().experts);
+    uses_pending_ -= used.size();
+    uses_.pop_back();
+  }
+  flush_uses();
+  std::vector<uint32_t> ids = used;
+  for (size_t i : index) ids.push_back(uint32_t(experts_[i]));
+  std::vector<ipc::SlotHandle> hs;
+  {
+    timeline::Span span("fetch_issue", "compute", layer_);
+    hs = fetch_retrying(uint32_t(layer_), ids);
+  }
+  require(hs.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) +
+                                       " handles for " + std::to_string(ids.size()) + " experts");
+  for (size_t k = 0; k < used.size(); ++k) {
+    to_release_.push_back(hs[k]);
+    remember(layer_, int(used[k]), hs[k]);
+  }
+  for (size_t k = 0; k < index.size(); ++k) {
+    window_.push_back({index[k], hs[used.size() + k]});
+    remember(layer_, experts_[index[k]], hs[used.size() + k]);
+  }
+  unpinned_refetched_ += index.size();
+}
+
+void IodExperts::record_use(int expert) {
+  if (uses_.empty() || uses_.back().layer != uint32_t(layer_)) uses_.push_back({uint32_t(layer_), {}});
+  uses_.back().experts.push_back(uint32_t(expert));
+  ++uses_pending_;
+}
+
+void IodExperts::flush_uses() {
+  if (uses_.empty()) return;
+  if (!dead_ && client_->touch_async(uses_)) {
+    uses_touched_ += uses_pending_;
+  } else if (!dead_ && uses_pending_ <= size_t(last_moe_layer_ + 1) * experts_per_layer_) {
+    return;  // iod is not taking one-way calls right now: they go with the next token's
+  } else {
+    uses_dropped_ += uses_pending_;  // bounded: at most every key's worth waits
+  }
+  uses_.clear();
+  uses_pending_ = 0;
 }
 
 void IodExperts::start_refill(size_t count) {
@@ -273,10 +355,42 @@ void IodExperts::refill(size_t count) {
 int IodExperts::next_ready(ExpertView& view) {
   finish_refill();  // the layer's first fetch, sent by fetch_layer
   // The model is done with the expert handed out last: its slot goes back (on the next fetch,
-  // or at end_layer).
+  // or at end_layer); unpinned, its slot must still hold the record, or it is fetched and
+  // handed out again.
   if (in_use_) {
-    to_release_.push_back(in_use_->handle);
+    const Fetched done = *in_use_;
     in_use_.reset();
+    if (!unpinned_) {
+      to_release_.push_back(done.handle);
+    } else if (client_->intact(done.handle)) {
+      record_use(experts_[done.index]);
+    } else {
+      timeline::instant("unpinned_torn", "compute", layer_, experts_[done.index]);
+      pin_the_rest(done.index);
+    }
+  }
+  if (unpinned_) {
+    if (window_.empty()) return -1;
+    const Fetched f = window_.front();
+    if (client_->state(f.handle) == ipc::SlotState::Ready) {
+      try {
+        view = view_of(layer_, experts_[f.index], f.handle);
+        window_.erase(window_.begin());
+        in_use_ = f;
+        timeline::instant("expert_ready", "compute", layer_, experts_[f.index]);
+        return int(f.index);
+      } catch (const Error& e) {
+        // A header that is not the record's while the slot still holds it: that record's
+        // fault (iod checked it when it read it, so not expected). A changed slot: reused
+        // while we looked, fetched below.
+        if (client_->intact(f.handle)) {
+          window_.erase(window_.begin());
+          throw ExpertUnavailable(layer_, experts_[f.index], e.what());
+        }
+      }
+    }
+    // Reused before its turn: this expert and the rest of the layer are fetched and pinned.
+    pin_the_rest(std::nullopt);
   }
   // Refill once half the window is free (a fetch per expert would cost a round trip each), or
   // when nothing fetched is left to hand out.
@@ -340,6 +454,11 @@ void IodExperts::end_layer() {
   }
   // Every expert handed out: the layer ran to its end (else an error ends it part way).
   const bool completed = layer_ >= 0 && next_fetch_ == experts_.size() && window_.empty();
+  if (unpinned_) {  // nothing of it is pinned
+    in_use_.reset();
+    window_.clear();
+    unpinned_ = false;
+  }
   if (in_use_) to_release_.push_back(in_use_->handle);
   in_use_.reset();
   for (const Fetched& f : window_) to_release_.push_back(f.handle);
@@ -352,6 +471,8 @@ void IodExperts::end_layer() {
   // followed by nothing soon: those go back at once.
   const bool hint_follows = completed && layer_ != last_moe_layer_;
   if (!dead_ && !to_release_.empty() && !hint_follows && client_->release_async(to_release_)) to_release_.clear();
+  // The token's unpinned uses go to iod once its last MoE layer is done: one message a token.
+  if (completed && layer_ == last_moe_layer_) flush_uses();
   experts_.clear();
   next_fetch_ = 0;
   layer_ = -1;

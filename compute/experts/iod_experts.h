@@ -15,6 +15,21 @@
 // next experts while the kernels run on the rest of the window. Results never depend on this:
 // moe_forward sums in ascending expert order.
 //
+// Unpinned reads (docs/PROTOCOL.md): a layer whose experts are all READY in slots this client
+// was handed before (same generation: the slot still holds the record) is served with no fetch at
+// all, each view straight from its slot, unpinned. iod may reuse such a slot meanwhile, so after
+// the model is done with a view (the next next_ready) the slot's state word is read again: the
+// same READY generation means every byte the kernels read was the record's (iod changes the word
+// before a new record's bytes land); a changed one means the read may be torn, and that expert is
+// fetched pinned and handed out again under the same index (the model's result for it is
+// replaced). Garbage never leads a kernel out of bounds: a view's pointers and shapes come from
+// the manifest, never from the slot, and a VQ3R code byte indexes a 256-entry book. The uses go
+// to iod after the fact, one `touch` per token (at the last MoE layer), so its hit counts, the
+// policy's use order, the usage file and traces still see every expert the model used. With
+// everything cached this leaves one message a token instead of a fetch (and its wake-ups of iod)
+// per layer. While iod does not answer the one-way calls (hint_capacity unanswered) or the
+// connection is gone, layers go back to fetches, whose deadlines report it.
+//
 // Nothing waits on iod without a deadline: every RPC is bounded by call_timeout_ms
 // (ExpertStoreClient), and a slot wait pings iod every `liveness_ms`, so a daemon that went
 // away or stopped answering is an Error naming the socket within call_timeout_ms; a slot that
@@ -61,6 +76,17 @@ class IodExperts : public ExpertSource {
   uint64_t hint_experts_resident() const { return hint_experts_resident_; }
   // Sends pending releases now (otherwise they ride on the next fetch).
   void flush_releases();
+  // Unpinned reads (above) on or off (on by default; off: every layer is fetched and pinned).
+  void set_unpinned_reads(bool on) { unpinned_reads_ = on; }
+  // Layers served unpinned; experts whose unpinned read was torn or whose slot was reused before
+  // its turn, fetched pinned instead; uses reported by touch, and those dropped unsent (iod not
+  // answering).
+  uint64_t unpinned_layers() const { return unpinned_layers_; }
+  uint64_t unpinned_refetched() const { return unpinned_refetched_; }
+  uint64_t uses_touched() const { return uses_touched_; }
+  uint64_t uses_dropped() const { return uses_dropped_; }
+  // Sends this token's unpinned uses now (otherwise at the last MoE layer's end).
+  void flush_uses();
   // One round trip to iod (a stats call): throws Error when it does not answer in time.
   void ping() { client_->stats(); }
 
@@ -112,6 +138,18 @@ class IodExperts : public ExpertSource {
   };
   std::vector<Fetched> window_;  // fetched, not yet handed out (in fetch order)
   std::optional<Fetched> in_use_;  // handed out by the last next_ready()
+
+  // Unpinned reads (above). While unpinned_, window_ holds the remembered handles, none pinned.
+  bool unpinned_reads_ = true;
+  bool unpinned_ = false;
+  bool may_serve_unpinned();  // every expert of the layer READY, and iod taking one-way calls
+  // The unpinned layer goes pinned: `torn` (an index already handed out, or none) and every
+  // expert not yet handed out are fetched, pinned, into the window.
+  void pin_the_rest(std::optional<size_t> torn);
+  void record_use(int expert);
+  std::vector<ipc::LayerUse> uses_;  // this token's unpinned uses, not yet sent
+  size_t uses_pending_ = 0;          // experts in uses_
+  uint64_t unpinned_layers_ = 0, unpinned_refetched_ = 0, uses_touched_ = 0, uses_dropped_ = 0;
 };
 
 }  // namespace waste

@@ -109,7 +109,8 @@ void check_expert_shape(const ModelConfig& c, int layer, int expert, const Exper
 // Step 4. Each expert as it arrives (completion order through iod; the batch was asked for with
 // fetch_layer in step 3): its pairs' outputs, each
 // times its weight, into its own rows of ws.contrib [pairs, Z]. Which order they arrive in
-// never shows: step 4 sums them in expert order.
+// never shows: step 5 sums them in expert order. An expert handed out again (its first view
+// was torn) overwrites its rows.
 void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const ExpertGroups& g, const float* z,
                    int64_t n, int Z, MoeScratch& ws, PhaseClock& clock, std::vector<RowFault>* faults) {
   ws.contrib.resize(g.rows.size() * size_t(Z));  // every row is overwritten below

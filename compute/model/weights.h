@@ -58,7 +58,9 @@ class ExpertSource {
   // serve them in order through expert() and release(); the iod source overrides them to
   // consume slots in completion order. A record that cannot be had makes next_ready() (or
   // expert()) throw ExpertUnavailable; that expert is then out of the batch and the next call
-  // goes on with the rest.
+  // goes on with the rest. An index may be handed out again: the view given before was read
+  // unpinned and turned out torn (IodExperts), and whatever the caller made of it is to be
+  // replaced by what it makes of the new view.
   virtual void fetch_layer(int layer, std::span<const int> experts);
   virtual int next_ready(ExpertView& view);
   virtual void end_layer();

@@ -79,7 +79,6 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
   }
 
   if (!items.empty()) {
-    const ExpertSourceStats before = engine_->experts().stats();
     std::string error;                // the whole step failed (iod lost, ...): every item
     ErrorKind error_kind = ErrorKind::Internal;
     std::string error_param;
@@ -91,13 +90,12 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
       error_kind = kind_of(e);
       if (const auto* w = dynamic_cast<const Error*>(&e)) error_param = w->param();
     }
-    const ExpertSourceStats delta = stats::minus(engine_->experts().stats(), before);
+    const ExpertSourceStats delta = take_expert_traffic();
     {
       std::lock_guard lk(mu_);
       ++batches_;
       batched_sessions_ += items.size();
       max_batch_ = std::max(max_batch_, uint32_t(items.size()));
-      expert_stats_ = engine_->experts().stats();
     }
     // The step's expert traffic is shared: each request is charged its share by rows fed (the
     // global counters stay exact).

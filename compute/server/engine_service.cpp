@@ -9,6 +9,7 @@
 #include "compute/server/engine_service_state.h"
 #include "compute/server/reattaching_experts.h"
 #include "shared/plan/memory_plan.h"
+#include "shared/stats/arithmetic.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 
@@ -95,6 +96,14 @@ void EngineService::vision_main() {
 
 int64_t EngineService::max_context() const { return options_.max_context; }
 
+ExpertSourceStats EngineService::take_expert_traffic() {
+  const ExpertSourceStats now = engine_->experts().stats();
+  std::lock_guard lk(mu_);
+  const ExpertSourceStats delta = stats::minus(now, expert_stats_);
+  expert_stats_ = now;
+  return delta;
+}
+
 void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
   // The engine and any iod connection are made here: the iod client's RPC runs on the kj event
   // loop of the thread that created it.
@@ -131,6 +140,7 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     }
     engine_ = std::make_unique<Engine>(eo);
     config_ = engine_->config();
+    expert_stats_ = engine_->experts().stats();  // the base of the first step's traffic
     prompt_cache_ = std::make_unique<PromptCache>(
         options_.prompt_cache_bytes ? *options_.prompt_cache_bytes
                                     : plan::default_prompt_cache_bytes(config_, engine_->model().mla_cache_format(), uint64_t(options_.context)));

@@ -328,7 +328,11 @@ class EngineService {
   size_t step_prefill_chunk_ = 1;  // prompt tokens one prefill may feed in this step (worker)
   uint64_t batches_ = 0, batched_sessions_ = 0;
   uint32_t max_batch_ = 0;
-  ExpertSourceStats expert_stats_;  // as of the end of the worker's last step
+  ExpertSourceStats expert_stats_;  // as of the end of the worker's last step (under mu_)
+  // The expert traffic since the last call (worker only): one stats call to iod, whose answer
+  // also becomes expert_stats_. Called once per step and eval (it was three calls a step, each a
+  // round trip waking iod, per decoded token).
+  ExpertSourceStats take_expert_traffic();
   std::function<void()> on_stopped_;
   std::vector<uint32_t> test_reply_ids_;
   mutable std::once_flag vocab_once_;

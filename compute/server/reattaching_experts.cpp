@@ -17,6 +17,10 @@ ReattachingExperts::ReattachingExperts(const Container& container, std::string s
 }
 
 IodExperts& ReattachingExperts::live() {
+  if (lost_) {  // a stats call went unanswered (stats() is const: it only marks)
+    lost_ = false;
+    drop();
+  }
   if (!inner_) {
     inner_ = std::make_unique<IodExperts>(container_, socket_, call_timeout_ms_);  // throws while iod is still down
     ++reattaches_;
@@ -103,11 +107,19 @@ uint64_t ReattachingExperts::slot_bytes() {
 
 ExpertSourceStats ReattachingExperts::stats() const {
   if (inner_) {
+    health_.call_started();
     try {
       last_seen_ = inner_->stats();
-    } catch (...) {
-      // Reported from the last good answer; the next model call notices and reattaches.
+      health_.answered();
+    } catch (const std::exception& e) {
+      // Reported from the last good answer. iod did not answer in time (or is gone): the
+      // connection is dropped like after any failed call, so the next model call attaches
+      // afresh, and fails while iod stays away. (Unpinned reads may need no other call: this
+      // one, once a step, is what notices a stopped iod.)
+      health_.failed(e.what());
+      lost_ = true;
     }
+    health_.call_ended();
   }
   return stats::plus(carried_, last_seen_);
 }

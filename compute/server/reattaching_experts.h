@@ -51,6 +51,7 @@ class ReattachingExperts : public ExpertSource {
   std::unique_ptr<IodExperts> inner_;
   ExpertSourceStats carried_;             // of daemons already dropped
   mutable ExpertSourceStats last_seen_;   // of the live one, for when it dies
+  mutable bool lost_ = false;             // stats() found iod not answering: dropped by live()
   std::atomic<uint32_t> reattaches_{0};
 };
 

@@ -47,7 +47,7 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
       }
       std::vector<float> logits;
       std::exception_ptr failure;
-      const ExpertSourceStats before = engine_->experts().stats();
+      take_expert_traffic();  // what came before is not this eval's
       try {
         // A state of its own, as `waste eval`: the session's conversation is not touched.
         Session fresh = engine_->new_session(s->context);
@@ -63,11 +63,10 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
         failure = std::make_exception_ptr(with_context("eval: ", e));
         logits = {};
       }
-      const ExpertSourceStats delta = stats::minus(engine_->experts().stats(), before);
+      const ExpertSourceStats delta = take_expert_traffic();
       {
         std::lock_guard lk2(mu_);
         stats::add(s->counters.experts, delta);
-        expert_stats_ = engine_->experts().stats();
       }
       done(failure, std::move(logits));
     });

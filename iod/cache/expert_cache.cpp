@@ -61,6 +61,12 @@ Acquired ExpertCache::acquire(ExpertKey key) {
   return out;
 }
 
+uint32_t ExpertCache::touch(ExpertKey key) {
+  const uint32_t s = key_slot_[geometry_.key_index(key)];
+  if (s != kNoSlot) policy_.on_hit(s, key);
+  return s;
+}
+
 Acquired ExpertCache::insert_guess(ExpertKey key, InsertKind kind) {
   require(kind != InsertKind::Demand, "expert cache: insert_guess is for prefetch/prewarm");
   uint32_t k = geometry_.key_index(key);

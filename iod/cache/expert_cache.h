@@ -34,6 +34,10 @@ class ExpertCache {
   void begin_layer(uint32_t layer, std::span<const uint32_t> experts);
   // Finds or loads the key and pins it (demand).
   Acquired acquire(ExpertKey key);
+  // A use the caller already had (a client read the slot unpinned; iod: touch): the policy sees
+  // on_hit as for a demand; nothing is pinned or loaded. Returns the slot, or kNoSlot when the
+  // key is no longer cached (evicted since the use: no slot to credit).
+  uint32_t touch(ExpertKey key);
   // Inserts a guess (prefetch / prewarm) into a free or evictable slot, unpinned. Returns
   // the slot, or kNoSlot when the key is cached already or nothing could be evicted.
   Acquired insert_guess(ExpertKey key, InsertKind kind);

@@ -45,7 +45,9 @@ struct ExpertStoreClient::Impl {
         call_timeout_ms(timeout_ms),
         rpc("unix:" + path),
         store(rpc.getMain<proto::ExpertStore>()),
-        hints(std::max<uint32_t>(1, hint_capacity)) {}  // never resized: a Hint does not move
+        hints(std::max<uint32_t>(1, hint_capacity)) {  // never resized: a Hint does not move
+    hint_stats.capacity = uint32_t(hints.size());
+  }
   // A call's answer, within the deadline.
   template <typename T>
   T wait(kj::Promise<T>&& p) {
@@ -64,6 +66,7 @@ struct ExpertStoreClient::Impl {
     hints[i].done = true;
     --hint_stats.outstanding;
     if (!error || error->getType() != kj::Exception::Type::DISCONNECTED) ++answers;
+    if (error && error->getType() == kj::Exception::Type::DISCONNECTED) hint_stats.disconnected = true;
     if (error) {
       ++hint_stats.failed;
       hint_stats.last_error = error->getDescription().cStr();
@@ -266,6 +269,21 @@ bool ExpertStoreClient::release_async(std::span<const SlotHandle> handles) noexc
   }
 }
 
+bool ExpertStoreClient::touch_async(std::span<const LayerUse> uses) noexcept {
+  try {
+    auto req = impl_->store.touchRequest();
+    auto list = req.initUses(uint32_t(uses.size()));
+    for (size_t i = 0; i < uses.size(); ++i) {
+      list[uint32_t(i)].setLayer(uses[i].layer);
+      auto ex = list[uint32_t(i)].initExperts(uint32_t(uses[i].experts.size()));
+      for (size_t k = 0; k < uses[i].experts.size(); ++k) ex.set(uint32_t(k), uses[i].experts[k]);
+    }
+    return impl_->send_one_way(req);
+  } catch (...) {
+    return false;
+  }
+}
+
 const HintStats& ExpertStoreClient::hint_stats() const { return impl_->hint_stats; }
 uint64_t ExpertStoreClient::answers() const { return impl_->answers; }
 
@@ -320,6 +338,14 @@ SlotState ExpertStoreClient::state(SlotHandle h) const {
   slot_data(h.slot);  // bounds the slot index (handles come from the peer)
   uint64_t w = impl_->segment.entry(h.slot).word.load(std::memory_order_acquire);
   return generation_of(w) == h.generation ? state_of(w) : SlotState::Free;
+}
+
+bool ExpertStoreClient::intact(SlotHandle h) const {
+  slot_data(h.slot);  // bounds the slot index
+  // The fence orders every earlier read of the slot's bytes before the word's load (the reader's
+  // half of a sequence lock; iod's half: the word changes before the bytes do).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return impl_->segment.entry(h.slot).word.load(std::memory_order_relaxed) == make_state_word(SlotState::Ready, h.generation);
 }
 
 const uint8_t* ExpertStoreClient::wait(SlotHandle h, int64_t timeout_ns) const {

@@ -22,12 +22,20 @@ struct SlotHandle {
   bool operator==(const SlotHandle&) const = default;
 };
 
+// The experts one decoder layer used from slots read unpinned (touch).
+struct LayerUse {
+  uint32_t layer = 0;
+  std::vector<uint32_t> experts;
+};
+
 // Counters of the fire-and-forget prefetch hints (prefetch_async).
 struct HintStats {
   uint64_t sent = 0;         // hints sent
   uint64_t dropped = 0;      // not sent: hint_capacity hints were still unanswered
   uint64_t failed = 0;       // answered with an error (swallowed: a hint never fails its caller)
   uint32_t outstanding = 0;  // sent, not answered yet
+  uint32_t capacity = 0;     // unanswered one-way calls kept at most (hint_capacity)
+  bool disconnected = false; // a one-way call's answer said the connection is gone
   std::string last_error;    // of the last failed hint
 };
 
@@ -98,6 +106,15 @@ class ExpertStoreClient {
   // free in iod as soon as it reads the call, not at our next fetch. false: nothing sent
   // (hint_capacity calls unanswered); the caller keeps the handles.
   bool release_async(std::span<const SlotHandle> handles) noexcept;
+  // Reports uses served from READY slots without a fetch (proto touch), fire-and-forget
+  // (sharing the hints' bound and counters). false: nothing sent (hint_capacity calls
+  // unanswered, or the request could not be built); the caller may keep the uses for later.
+  bool touch_async(std::span<const LayerUse> uses) noexcept;
+  // Whether the slot still holds the record it held when `h` was READY: every read of
+  // slot_data(h.slot) made before this call saw that record intact. (iod turns the state word
+  // to LOADING of a new generation before a new record's bytes land; this reads the word after
+  // an acquire fence, so a read that saw any new byte sees the new word.)
+  bool intact(SlotHandle h) const;
   nlohmann::json stats();
   void trace_start(const std::string& path);
   uint64_t trace_stop();

@@ -19,7 +19,9 @@ constexpr uint64_t kSegmentMagic = 0x31474553584157ull;  // "WAXSEG1"
 // The version of the segment layout and of the ExpertStore protocol around it: attach refuses a
 // pair of builds that differ. 2: prefetch carries releases (compute of this build leaves a
 // layer's pins to its next hint; an iod that ignored that field would never unpin them).
-constexpr uint32_t kSegmentVersion = 2;
+// 3: touch (compute of this build reads READY slots unpinned and reports those uses after the
+// fact; an iod without it would refuse every touch, and its policy would never see those uses).
+constexpr uint32_t kSegmentVersion = 3;
 constexpr uint64_t kSegmentHeaderBytes = 4096;
 constexpr uint64_t kSlotAlign = 4096;
 // Largest slot a client accepts (a record is at most 4 GiB, format.h); keeps the layout's

@@ -1,5 +1,5 @@
 // libFuzzer target: a malformed ExpertStore request from a peer of iod (proto/expert_store.capnp).
-// The first byte chooses the method (fetch, prefetch, release); the rest is the Cap'n Proto
+// The first byte chooses the method (fetch, prefetch, release, touch); the rest is the Cap'n Proto
 // message of its parameters, read and checked by the code iod's RPC server runs on it
 // (iod/request_check.h) against a fixed served geometry. Contract checked: keys accepted name
 // a served expert, handles accepted a slot of the cache.
@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     waste::fuzz::FuzzMessage msg(data + 1, size - 1);
     using waste::proto::ExpertStore;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
       case 0: {
         auto p = msg.root<ExpertStore::FetchParams>();
         const std::vector<uint32_t> experts = waste::iod::experts_of(p.getExperts());
@@ -57,6 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 1: {
         auto p = msg.root<ExpertStore::PrefetchParams>();
         check_keys(p.getLayer(), waste::iod::experts_of(p.getExperts()));
+        break;
+      }
+      case 2: {
+        auto p = msg.root<ExpertStore::TouchParams>();
+        for (const auto& use : waste::iod::layer_uses_of(p.getUses())) check_keys(use.layer, use.experts);
         break;
       }
       default: {

@@ -84,7 +84,17 @@ void expert_store_seeds() {
     capnp::MallocMessageBuilder m;
     auto r = m.initRoot<ExpertStore::ReleaseParams>().initHandles(3);
     for (uint32_t i = 0; i < 3; ++i) r[i].setSlot(i * 20), r[i].setGeneration(i + 1);
-    put("expert_store_rpc", "release", flat(m, std::string(1, '\2')));
+    put("expert_store_rpc", "release", flat(m, std::string(1, '\3')));
+  }
+  {
+    capnp::MallocMessageBuilder m;
+    auto u = m.initRoot<ExpertStore::TouchParams>().initUses(2);
+    u[0].setLayer(1);
+    auto e0 = u[0].initExperts(2);
+    e0.set(0, 4), e0.set(1, 11);
+    u[1].setLayer(2);
+    u[1].initExperts(1).set(0, 15);
+    put("expert_store_rpc", "touch", flat(m, std::string(1, '\2')));
   }
 }
 

@@ -617,6 +617,146 @@ TEST_CASE("IodExperts: a hint names only experts not READY already; with none le
   CHECK_EQ(t.iod.stop(), 0);
 }
 
+namespace {
+
+// The record a view points into (its gate section sits at the layout's gate offset).
+const uint8_t* record_of(const Container& c, int layer, const ExpertView& v) {
+  return v.gate - c.expert_layer(layer)->layout.gate_offset;
+}
+
+// One pass over every MoE layer asking for `want` in each; checks every view's bytes against
+// the container's record. Returns the indices next_ready handed out, layer after layer.
+std::vector<int> run_pass(const Container& c, ExpertSource& src, const std::vector<int>& want) {
+  std::vector<int> handed;
+  for (const ExpertLayerInfo& l : c.expert_layers()) {
+    src.fetch_layer(l.layer, want);
+    std::vector<uint8_t> rec(l.layout.stride);
+    ExpertView v;
+    for (int i; (i = src.next_ready(v)) >= 0;) {
+      handed.push_back(i);
+      c.read_record(l.layer, uint32_t(want[size_t(i)]), rec.data());
+      CHECK(std::memcmp(record_of(c, l.layer, v), rec.data(), rec.size()) == 0);
+    }
+    src.end_layer();
+  }
+  return handed;
+}
+
+}  // namespace
+
+TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its uses reach iod as one touch a token") {
+  TinyIod t(16);
+  const auto& layers = t.c.expert_layers();
+  const uint64_t L = layers.size();
+  REQUIRE(L >= 2);
+  IodExperts src(t.c, t.iod.socket_path());
+  const std::vector<int> want = {1, 4, 6};
+  run_pass(t.c, src, want);  // cold: every layer fetched
+  CHECK_EQ(src.unpinned_layers(), 0u);
+  auto s0 = src.client().stats();
+  CHECK_EQ(s0["misses"].get<uint64_t>(), 3 * L);
+  CHECK_EQ(s0["hits"].get<uint64_t>(), 0u);
+
+  const std::string trace = t.tmp / "touch.jsonl";
+  src.client().trace_start(trace);
+  const uint64_t sent = src.hint_stats().sent;
+  const uint64_t answers = src.client().answers();
+  run_pass(t.c, src, want);
+  // No fetch: the only call of the pass is the one-way touch after its last MoE layer.
+  CHECK_EQ(src.unpinned_layers(), L);
+  CHECK_EQ(src.unpinned_refetched(), 0u);
+  CHECK_EQ(src.hint_stats().sent, sent + 1);
+  CHECK_EQ(src.uses_touched(), 3 * L);
+  CHECK_LE(src.client().answers(), answers + 1);  // the touch's answer at most
+  auto s1 = src.client().stats();  // answered after the touch (same connection, in order)
+  CHECK_EQ(s1["hits"].get<uint64_t>(), 3 * L);  // counted as the fetches would have been
+  CHECK_EQ(s1["misses"].get<uint64_t>(), 3 * L);
+  CHECK_EQ(src.hint_stats().failed, 0u);
+  CHECK_EQ(src.client().trace_stop(), L);
+  // The trace names the uses in layer order, as "touch".
+  std::ifstream in(trace);
+  std::string line;
+  size_t k = 0;
+  for (; std::getline(in, line); ++k) {
+    REQUIRE_LT(k, L);
+    auto j = nlohmann::json::parse(line);
+    CHECK_EQ(j["op"], "touch");
+    CHECK_EQ(j["layer"].get<int>(), layers[k].layer);
+    CHECK(j["experts"].get<std::vector<int>>() == want);
+  }
+  CHECK_EQ(k, L);
+
+  // A layer naming an expert not READY in a slot it was given is fetched (and only the
+  // uses of the layers before it went ahead of that fetch).
+  src.fetch_layer(layers[0].layer, std::vector<int>{1, 9});
+  CHECK(src.client().fetch_pending());
+  ExpertView v;
+  while (src.next_ready(v) >= 0) {
+  }
+  src.end_layer();
+  CHECK_EQ(src.unpinned_layers(), L);
+
+  // Off: every layer fetched and pinned.
+  src.set_unpinned_reads(false);
+  run_pass(t.c, src, want);
+  CHECK_EQ(src.unpinned_layers(), L);
+
+  // iod checks a touch's keys like a fetch's: a bad one is refused by name (counted by the
+  // client like a failed hint, never thrown).
+  REQUIRE(src.client().touch_async(std::vector<ipc::LayerUse>{{999, {0}}}));
+  src.client().stats();
+  CHECK_EQ(src.hint_stats().failed, 1u);
+  CHECK(src.hint_stats().last_error.find("not a MoE layer") != std::string::npos);
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
+TEST_CASE("IodExperts: an unpinned read whose slot was reused is fetched again and handed out under the same index") {
+  // 4 slots. Experts 1 and 4 of the first MoE layer are READY and unpinned; while the model
+  // holds the view of the first, another client's fetch of 4 other experts takes both slots.
+  TinyIod t(4);
+  const int l0 = int(t.l0);
+  const std::vector<int> want = {1, 4};
+  IodExperts src(t.c, t.iod.socket_path());
+  auto one_layer = [&] {
+    src.fetch_layer(l0, want);
+    ExpertView v;
+    while (src.next_ready(v) >= 0) {
+    }
+    src.end_layer();
+    src.flush_releases();  // the first MoE layer is not the last: its pins would wait for the next message
+  };
+  one_layer();
+  src.fetch_layer(l0, want);
+  CHECK_EQ(src.unpinned_layers(), 1u);
+  CHECK_FALSE(src.client().fetch_pending());
+  ExpertView v;
+  const int first = src.next_ready(v);
+  REQUIRE(first >= 0);
+  {
+    ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id());
+    const std::vector<uint32_t> ex = {0, 2, 3, 5};
+    auto hs = other.fetch(t.l0, ex);
+    check_records(t.c, other, t.l0, ex, hs);
+    other.release(hs);
+  }
+  // The view given is torn: the same index comes again, now pinned and intact, then the other.
+  std::vector<int> next;
+  std::vector<uint8_t> rec(t.c.expert_layer(l0)->layout.stride);
+  for (int i; (i = src.next_ready(v)) >= 0;) {
+    next.push_back(i);
+    t.c.read_record(l0, uint32_t(want[size_t(i)]), rec.data());
+    CHECK(std::memcmp(record_of(t.c, l0, v), rec.data(), rec.size()) == 0);
+  }
+  src.end_layer();
+  std::sort(next.begin(), next.end());
+  CHECK(next == std::vector<int>{0, 1});
+  CHECK_EQ(src.unpinned_refetched(), 2u);
+  CHECK_EQ(src.uses_touched(), 0u);
+  auto s = src.client().stats();
+  CHECK_EQ(s["misses"].get<uint64_t>(), 2u + 4u + 2u);  // read again, into the slots the other client left
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
 TEST_CASE("iod: a hint carries the releases of the layer before it, unpinned before its reads") {
   // Every slot of a 4-slot cache pinned by one fetch; the hint that gives them back may read into
   // them at once: 2 prefetch reads issued. Without the releases it could issue none.

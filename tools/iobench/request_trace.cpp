@@ -58,7 +58,9 @@ cache::RoutingTrace routing_from_request_trace(const std::string& path, const st
     require(line.size() <= cache::kMaxTraceLineBytes, at + "line too long");
     auto j = nlohmann::json::parse(line, nullptr, false);
     require(j.is_object() && j.contains("op") && j["op"].is_string(), at + "not an iod request line (no \"op\")");
-    if (j["op"] != "fetch") continue;  // prefetch: a hint, not routing
+    // A touch is a use served without a fetch (compute read the slot unpinned, PROTOCOL.md):
+    // routing as a fetch is; a prefetch is a hint, not routing.
+    if (j["op"] != "fetch" && j["op"] != "touch") continue;
     require(j.contains("conn") && j["conn"].is_number_unsigned() && j.contains("layer") &&
                 j["layer"].is_number_unsigned() && j.contains("experts") && j["experts"].is_array(),
             at + "a fetch needs conn, layer and experts");

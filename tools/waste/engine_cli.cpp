@@ -20,7 +20,11 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
                   "KDA prefill: tokens per chunk of the chunked delta rule (16 is faster; 1, the default: the "
                   "recurrence, logits independent of --chunk)");
   cmd->add_option("--lookahead", o.lookahead, "Experts prefetched per token for the next layer (default top_k / 2, 0: off)");
-  cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
+  CLI::Option* no_iod = cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
+  cmd->add_flag("--pinned-reads", o.pinned_reads,
+                "Through iod: fetch and pin every layer's experts even when all are READY in slots already "
+                "(default: such a layer is read unpinned, checked after, and reported in one message a token)")
+      ->excludes(no_iod);
   cmd->add_option("--run-dir", o.run_dir, "iod run directory: attach to the iod running there, else start one there");
   // Three ways to size a private iod's cache: one at a time, so none is dropped unsaid.
   CLI::Option* budget = cmd->add_option("--budget", o.budget, "Expert cache of a private iod (bytes: 4G, 900M, ...)");
@@ -99,7 +103,9 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
       path_note_ = "private iod (" + iobench::find_iod_binary() + ")";
     }
     iod_experts_ = std::make_unique<IodExperts>(*iod_container_, socket);
-    path_note_ += ", " + std::to_string(iod_experts_->slot_count()) + " slots";
+    iod_experts_->set_unpinned_reads(!o.pinned_reads);
+    path_note_ += ", " + std::to_string(iod_experts_->slot_count()) + " slots" +
+                  (o.pinned_reads ? ", every layer fetched and pinned" : "");
     eo.experts = iod_experts_.get();
   } else {
     path_note_ = "in-process reads";

@@ -24,6 +24,7 @@ struct EngineCliOptions {
   int kda_chunk = 1;
   int lookahead = -1;
   bool no_iod = false;
+  bool pinned_reads = false;  // through iod: fetch every layer, no unpinned reads (IodExperts)
   std::string run_dir;      // attach to (or start) iod here; empty: a private temporary one
   std::string budget;       // private iod: cache bytes
   uint32_t slots = 0;       // private iod: exact slot count
