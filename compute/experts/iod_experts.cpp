@@ -42,6 +42,14 @@ IodExperts::IodExperts(const Container& container, const std::string& socket_pat
     require(l.layout.stride <= client_->info().layout.slot_bytes,
             "iod " + socket_ + ": slots of " + std::to_string(client_->info().layout.slot_bytes) +
                 " bytes are smaller than layer " + std::to_string(l.layer) + "'s records");
+  learn_ready_slots();
+}
+
+void IodExperts::learn_ready_slots() {
+  scan_.clear();
+  client_->ready_slots(scan_);
+  for (const auto& r : scan_) remember(int(r.layer), int(r.expert), r.handle);
+  last_scan_ = std::chrono::steady_clock::now();
 }
 
 IodExperts::~IodExperts() {
@@ -63,9 +71,20 @@ const float* IodExperts::codebooks(int layer) {
   return it->second.data();
 }
 
-ExpertView IodExperts::view_of(int layer, int expert, ipc::SlotHandle h) {
+const ExpertLayerInfo& IodExperts::layer_info(int layer) const {
   const ExpertLayerInfo* info = container_.expert_layer(layer);
-  require(info != nullptr, container_.dir() + ": layer " + std::to_string(layer) + " has no routed experts");
+  if (!info) throw Error(container_.dir() + ": layer " + std::to_string(layer) + " has no routed experts");
+  return *info;
+}
+
+std::string IodExperts::header_problem(const Fetched& f) const {
+  const std::string bad = check_record(client_->slot_data(f.handle.slot), layer_info(layer_).layout, uint32_t(layer_),
+                                       uint32_t(experts_[f.index]), false);
+  return bad.empty() ? bad : "iod " + socket_ + ": slot " + std::to_string(f.handle.slot) + ": " + bad;
+}
+
+ExpertView IodExperts::view_of(int layer, int expert, ipc::SlotHandle h) {
+  const ExpertLayerInfo* info = &layer_info(layer);
   const uint8_t* rec = client_->slot_data(h.slot);
   // Header only: iod checked the payload checksum when it read the record.
   const std::string bad = check_record(rec, info->layout, uint32_t(layer), uint32_t(expert), false);
@@ -226,7 +245,11 @@ bool IodExperts::may_serve_unpinned() {
   // unanswered, or the connection is gone, fetches take over and their deadlines report it.
   const ipc::HintStats& h = client_->hint_stats();
   if (h.disconnected || h.outstanding >= h.capacity) return false;
-  return std::all_of(experts_.begin(), experts_.end(), [&](int e) { return known_ready(layer_, e); });
+  auto all_known = [&] { return std::all_of(experts_.begin(), experts_.end(), [&](int e) { return known_ready(layer_, e); }); };
+  if (all_known()) return true;
+  if (std::chrono::steady_clock::now() - last_scan_ < kRescanInterval) return false;
+  learn_ready_slots();
+  return all_known();
 }
 
 void IodExperts::pin_the_rest(std::optional<size_t> torn) {
@@ -360,9 +383,16 @@ int IodExperts::next_ready(ExpertView& view) {
   if (in_use_) {
     const Fetched done = *in_use_;
     in_use_.reset();
+    // Unpinned, the header is checked now, not before: the kernels have just read this record,
+    // so the check no longer takes its first TLB and cache miss on the step's critical path
+    // (~5 us each here, 0.3 ms a token). It is read before intact() (whose fence orders it
+    // too). iod checked it when it read the record; a mismatch would be iod's bug, and the
+    // model drops this expert's rows when told.
+    const std::string bad = unpinned_ ? header_problem(done) : std::string();
     if (!unpinned_) {
       to_release_.push_back(done.handle);
     } else if (client_->intact(done.handle)) {
+      if (!bad.empty()) throw ExpertUnavailable(layer_, experts_[done.index], bad);
       record_use(experts_[done.index]);
     } else {
       timeline::instant("unpinned_torn", "compute", layer_, experts_[done.index]);
@@ -373,21 +403,13 @@ int IodExperts::next_ready(ExpertView& view) {
     if (window_.empty()) return -1;
     const Fetched f = window_.front();
     if (client_->state(f.handle) == ipc::SlotState::Ready) {
-      try {
-        view = view_of(layer_, experts_[f.index], f.handle);
-        window_.erase(window_.begin());
-        in_use_ = f;
-        timeline::instant("expert_ready", "compute", layer_, experts_[f.index]);
-        return int(f.index);
-      } catch (const Error& e) {
-        // A header that is not the record's while the slot still holds it: that record's
-        // fault (iod checked it when it read it, so not expected). A changed slot: reused
-        // while we looked, fetched below.
-        if (client_->intact(f.handle)) {
-          window_.erase(window_.begin());
-          throw ExpertUnavailable(layer_, experts_[f.index], e.what());
-        }
-      }
+      // Pointers from the manifest's layout only (expert_view): nothing in the slot is trusted
+      // before the check above.
+      view = expert_view(client_->slot_data(f.handle.slot), layer_info(layer_).layout, codebooks(layer_));
+      window_.erase(window_.begin());
+      in_use_ = f;
+      timeline::instant("expert_ready", "compute", layer_, experts_[f.index]);
+      return int(f.index);
     }
     // Reused before its turn: this expert and the rest of the layer are fetched and pinned.
     pin_the_rest(std::nullopt);

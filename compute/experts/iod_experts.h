@@ -16,8 +16,9 @@
 // moe_forward sums in ascending expert order.
 //
 // Unpinned reads (docs/PROTOCOL.md): a layer whose experts are all READY in slots this client
-// was handed before (same generation: the slot still holds the record) is served with no fetch at
-// all, each view straight from its slot, unpinned. iod may reuse such a slot meanwhile, so after
+// knows (a fetch's answer, or the slot table: entries read at attach and, when a layer names an
+// expert it does not know, again at most every kRescanInterval; same generation: the slot still
+// holds the record) is served with no fetch at all, each view straight from its slot, unpinned. iod may reuse such a slot meanwhile, so after
 // the model is done with a view (the next next_ready) the slot's state word is read again: the
 // same READY generation means every byte the kernels read was the record's (iod changes the word
 // before a new record's bytes land); a changed one means the read may be torn, and that expert is
@@ -35,6 +36,7 @@
 // away or stopped answering is an Error naming the socket within call_timeout_ms; a slot that
 // stays LOADING longer than call_timeout_ms while iod answers (a stuck disk) is one too.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -92,6 +94,7 @@ class IodExperts : public ExpertSource {
 
  private:
   const float* codebooks(int layer);
+  const ExpertLayerInfo& layer_info(int layer) const;  // throws naming a layer without routed experts
   ExpertView view_of(int layer, int expert, ipc::SlotHandle h);
   // Fetches the next `count` experts of the layer into the window.
   void refill(size_t count);
@@ -138,11 +141,21 @@ class IodExperts : public ExpertSource {
   };
   std::vector<Fetched> window_;  // fetched, not yet handed out (in fetch order)
   std::optional<Fetched> in_use_;  // handed out by the last next_ready()
+  // Why f's slot does not hold the record of layer_ it should (its header), or "".
+  std::string header_problem(const Fetched& f) const;
 
   // Unpinned reads (above). While unpinned_, window_ holds the remembered handles, none pinned.
   bool unpinned_reads_ = true;
   bool unpinned_ = false;
   bool may_serve_unpinned();  // every expert of the layer READY, and iod taking one-way calls
+  // Remembers the handle of every slot READY now, from the slot table (no call): records other
+  // clients, prefetches or an earlier run brought in count too, not only what this client
+  // fetched. Done at attach, then when a layer names an expert not known READY, at most every
+  // kRescanInterval (a scan reads a 128-byte entry per slot).
+  void learn_ready_slots();
+  static constexpr std::chrono::milliseconds kRescanInterval{50};
+  std::chrono::steady_clock::time_point last_scan_{};
+  std::vector<ipc::ExpertStoreClient::ReadySlot> scan_;  // learn_ready_slots' buffer, reused
   // The unpinned layer goes pinned: `torn` (an index already handed out, or none) and every
   // expert not yet handed out are fetched, pinned, into the window.
   void pin_the_rest(std::optional<size_t> torn);

@@ -113,18 +113,19 @@ std::string check_record(const uint8_t* record, const RecordLayout& layout, uint
                          bool verify_checksum) {
   RecordHeader h;
   std::memcpy(&h, record, sizeof h);
-  std::string who = "layer " + std::to_string(layer) + " expert " + std::to_string(expert) + ": ";
-  if (h.magic != kRecordMagic) return who + "bad magic (not an expert record)";
-  if (h.version != kRecordVersion) return who + "record version " + std::to_string(h.version) + " is not supported";
+  // Built only for a message: this runs on every expert a step uses.
+  auto who = [&] { return "layer " + std::to_string(layer) + " expert " + std::to_string(expert) + ": "; };
+  if (h.magic != kRecordMagic) return who() + "bad magic (not an expert record)";
+  if (h.version != kRecordVersion) return who() + "record version " + std::to_string(h.version) + " is not supported";
   if (h.layer != layer || h.expert != expert)
-    return who + "header names layer " + std::to_string(h.layer) + " expert " + std::to_string(h.expert);
+    return who() + "header names layer " + std::to_string(h.layer) + " expert " + std::to_string(h.expert);
   if (h.format != uint16_t(layout.format) || h.hidden != layout.hidden || h.intermediate != layout.intermediate ||
       h.payload_bytes != layout.payload_bytes || h.gate_offset != layout.gate_offset ||
       h.up_offset != layout.up_offset || h.down_offset != layout.down_offset ||
       h.scales_offset != layout.scales_offset)
-    return who + "header shape or offsets disagree with the manifest";
+    return who() + "header shape or offsets disagree with the manifest";
   if (verify_checksum && checksum64(record + kRecordHeaderBytes, h.payload_bytes) != h.checksum)
-    return who + "payload checksum mismatch (damaged record)";
+    return who() + "payload checksum mismatch (damaged record)";
   return {};
 }
 

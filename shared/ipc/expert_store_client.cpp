@@ -329,8 +329,9 @@ uint64_t ExpertStoreClient::trace_stop() {
 }
 
 const uint8_t* ExpertStoreClient::slot_data(uint32_t slot) const {
-  require(slot < info_.layout.slot_count, "iod " + impl_->socket_path + ": slot " + std::to_string(slot) +
-                                              " out of range (" + std::to_string(info_.layout.slot_count) + " slots)");
+  if (slot >= info_.layout.slot_count)  // the message built only then: this runs several times per expert used
+    throw Error("iod " + impl_->socket_path + ": slot " + std::to_string(slot) + " out of range (" +
+                std::to_string(info_.layout.slot_count) + " slots)");
   return impl_->segment.slot_data(slot);
 }
 
@@ -346,6 +347,18 @@ bool ExpertStoreClient::intact(SlotHandle h) const {
   // half of a sequence lock; iod's half: the word changes before the bytes do).
   std::atomic_thread_fence(std::memory_order_acquire);
   return impl_->segment.entry(h.slot).word.load(std::memory_order_relaxed) == make_state_word(SlotState::Ready, h.generation);
+}
+
+void ExpertStoreClient::ready_slots(std::vector<ReadySlot>& out) const {
+  for (uint32_t s = 0; s < info_.layout.slot_count; ++s) {
+    const SlotEntry& e = impl_->segment.entry(s);
+    const uint64_t w = e.word.load(std::memory_order_acquire);  // layer and expert were written before it
+    if (state_of(w) != SlotState::Ready) continue;
+    const uint32_t layer = e.layer, expert = e.expert;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.word.load(std::memory_order_relaxed) != w) continue;  // changed while read
+    out.push_back({{s, generation_of(w)}, layer, expert});
+  }
 }
 
 const uint8_t* ExpertStoreClient::wait(SlotHandle h, int64_t timeout_ns) const {

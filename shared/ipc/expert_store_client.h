@@ -115,6 +115,13 @@ class ExpertStoreClient {
   // to LOADING of a new generation before a new record's bytes land; this reads the word after
   // an acquire fence, so a read that saw any new byte sees the new word.)
   bool intact(SlotHandle h) const;
+  // Every slot READY now and the record it holds, read from the slot table without a call (a
+  // sequence-lock read of each entry: one that changed while read is left out). Appends to out.
+  struct ReadySlot {
+    SlotHandle handle;
+    uint32_t layer = 0, expert = 0;
+  };
+  void ready_slots(std::vector<ReadySlot>& out) const;
   nlohmann::json stats();
   void trace_start(const std::string& path);
   uint64_t trace_stop();

@@ -710,6 +710,31 @@ TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its
   CHECK_EQ(t.iod.stop(), 0);
 }
 
+TEST_CASE("IodExperts: records another client brought in are known READY from the slot table at attach") {
+  TinyIod t(16);
+  {
+    ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id());
+    const std::vector<uint32_t> ex = {2, 3};
+    auto hs = other.fetch(t.l0, ex);
+    check_records(t.c, other, t.l0, ex, hs);
+    other.release(hs);
+  }
+  IodExperts src(t.c, t.iod.socket_path());
+  src.fetch_layer(int(t.l0), std::vector<int>{2, 3});
+  CHECK_EQ(src.unpinned_layers(), 1u);  // no fetch: this client never asked for them
+  CHECK_FALSE(src.client().fetch_pending());
+  ExpertView v;
+  std::vector<uint8_t> rec(t.c.expert_layer(int(t.l0))->layout.stride);
+  size_t n = 0;
+  for (int i; (i = src.next_ready(v)) >= 0; ++n) {
+    t.c.read_record(int(t.l0), uint32_t(2 + i), rec.data());
+    CHECK(std::memcmp(record_of(t.c, int(t.l0), v), rec.data(), rec.size()) == 0);
+  }
+  CHECK_EQ(n, 2u);
+  src.end_layer();
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
 TEST_CASE("IodExperts: an unpinned read whose slot was reused is fetched again and handed out under the same index") {
   // 4 slots. Experts 1 and 4 of the first MoE layer are READY and unpinned; while the model
   // holds the view of the first, another client's fetch of 4 other experts takes both slots.
