@@ -22,8 +22,11 @@ std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader l
 }
 
 std::vector<LayerUse> layer_uses_of(capnp::List<proto::LayerUse>::Reader list) {
-  // Sizes are the message's own (Cap'n Proto bounds a message's traversal): nothing here
-  // allocates more than the peer sent.
+  // A list of empty structs costs the peer no bytes per element: bounded before anything is
+  // allocated (a touch holds one entry per MoE layer; no container has more layers than this).
+  require_request(list.size() <= kMaxTouchEntries,
+                  "touch: " + std::to_string(list.size()) + " entries (at most " + std::to_string(kMaxTouchEntries) + ")",
+                  "uses");
   std::vector<LayerUse> out;
   out.reserve(list.size());
   for (auto u : list) out.push_back({u.getLayer(), experts_of(u.getExperts())});
@@ -47,6 +50,24 @@ void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expe
                   "layer " + std::to_string(layer) + ": expert " + std::to_string(expert) + " out of range (" +
                       std::to_string(served.expert_count[layer]) + " experts)",
                   "experts");
+}
+
+void check_layer_uses(const ServedExperts& served, std::span<const LayerUse> uses) {
+  const size_t moe_layers = size_t(std::count_if(served.expert_count.begin(), served.expert_count.end(),
+                                                 [](uint32_t n) { return n > 0; }));
+  require_request(uses.size() <= moe_layers,
+                  "touch: " + std::to_string(uses.size()) + " entries for " + std::to_string(moe_layers) +
+                      " MoE layers (one per layer at most)",
+                  "uses");
+  for (const LayerUse& u : uses) {
+    require_request(!u.experts.empty(), "touch: layer " + std::to_string(u.layer) + " names no expert", "uses");
+    check_expert_key(served, u.layer, u.experts[0]);  // the layer is a MoE layer served
+    require_request(u.experts.size() <= served.expert_count[u.layer],
+                    "touch: layer " + std::to_string(u.layer) + " names " + std::to_string(u.experts.size()) +
+                        " experts (it has " + std::to_string(served.expert_count[u.layer]) + ")",
+                    "uses");
+    for (uint32_t x : u.experts) check_expert_key(served, u.layer, x);
+  }
 }
 
 void check_release_slot(const ipc::SlotHandle& h, uint32_t slots) {

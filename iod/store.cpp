@@ -215,11 +215,15 @@ void Store::start_read(uint32_t slot, ExpertKey key, bool demand, bool evicted, 
   ipc::SlotEntry& e = segment_.entry(slot);
   uint64_t gen = ipc::generation_of(e.word.load(std::memory_order_relaxed)) + 1;
   uint32_t pos = geometry_.position(key.layer);
+  // The word first, then the fields: the word is also the sequence lock of a client reading the
+  // slot table without a pin (word, fields, fence, word again: docs/PROTOCOL.md), which must not
+  // see the new key under the old READY word. The READY store in on_read_done publishes them.
+  e.word.store(ipc::make_state_word(SlotState::Loading, gen), std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   e.layer = key.layer;
   e.expert = key.expert;
   e.record_bytes = record_bytes_[pos];
   e.error[0] = 0;
-  e.word.store(ipc::make_state_word(SlotState::Loading, gen), std::memory_order_release);
   ipc::futex_wake_word(e.word);  // a waiter with a stale handle sees the new generation
   si.io_busy = true;
   if (reads_outstanding_++ == 0) busy_since_ = std::chrono::steady_clock::now();
@@ -427,8 +431,7 @@ uint32_t Store::prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t
 }
 
 void Store::touch(uint64_t conn, std::span<const LayerUse> uses) {
-  for (const LayerUse& u : uses)
-    for (uint32_t x : u.experts) check_key(u.layer, x);
+  check_layer_uses(served_, uses);
   std::lock_guard lock(mu_);
   for (const LayerUse& u : uses) {
     trace_line(conn, "touch", u.layer, u.experts);

@@ -57,7 +57,7 @@ IodExperts::~IodExperts() {
   try {
     end_layer();
     flush_releases();
-    flush_uses();  // this token's unpinned uses, when it ended before its last MoE layer
+    send_uses(false);  // this token's unpinned uses, when it ended before its last MoE layer
   } catch (...) {  // iod already gone: its pins died with our connection anyway
   }
 }
@@ -145,6 +145,17 @@ std::vector<ipc::SlotHandle> IodExperts::fetch_retrying(uint32_t layer, std::spa
       std::this_thread::sleep_for(std::chrono::microseconds(attempt < 10 ? 100 : 2000));  // bounded by the deadline
     }
   }
+}
+
+std::vector<ipc::SlotHandle> IodExperts::fetch_now(std::span<const uint32_t> ids) {
+  std::vector<ipc::SlotHandle> hs;
+  {
+    timeline::Span span("fetch_issue", "compute", layer_);
+    hs = fetch_retrying(uint32_t(layer_), ids);
+  }
+  require(hs.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) +
+                                       " handles for " + std::to_string(ids.size()) + " experts");
+  return hs;
 }
 
 bool IodExperts::alive() {
@@ -271,13 +282,11 @@ void IodExperts::pin_the_rest(std::optional<size_t> torn) {
   flush_uses();
   std::vector<uint32_t> ids = used;
   for (size_t i : index) ids.push_back(uint32_t(experts_[i]));
-  std::vector<ipc::SlotHandle> hs;
-  {
-    timeline::Span span("fetch_issue", "compute", layer_);
-    hs = fetch_retrying(uint32_t(layer_), ids);
-  }
-  require(hs.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) +
-                                       " handles for " + std::to_string(ids.size()) + " experts");
+  // Until the fetch is answered the layer is not complete: an end_layer after it throws must
+  // not leave pins for a hint that will not come. (Its uses go with the failed step.)
+  next_fetch_ = 0;
+  const std::vector<ipc::SlotHandle> hs = fetch_now(ids);
+  next_fetch_ = experts_.size();
   for (size_t k = 0; k < used.size(); ++k) {
     to_release_.push_back(hs[k]);
     remember(layer_, int(used[k]), hs[k]);
@@ -295,14 +304,29 @@ void IodExperts::record_use(int expert) {
   ++uses_pending_;
 }
 
-void IodExperts::flush_uses() {
+void IodExperts::flush_uses() { send_uses(true); }
+
+void IodExperts::send_uses(bool now) {
   if (uses_.empty()) return;
-  if (!dead_ && client_->touch_async(uses_)) {
+  if (dead_) {
+    uses_dropped_ += uses_pending_;
+  } else if (client_->touch_async(uses_)) {
     uses_touched_ += uses_pending_;
-  } else if (!dead_ && uses_pending_ <= size_t(last_moe_layer_ + 1) * experts_per_layer_) {
-    return;  // iod is not taking one-way calls right now: they go with the next token's
+  } else if (!now) {
+    return;  // iod leaves one-way calls unanswered: they go before the next fetch or pass (now)
   } else {
-    uses_dropped_ += uses_pending_;  // bounded: at most every key's worth waits
+    // They must reach iod before what follows (a fetch, the next pass): iod's policy and
+    // trace see the layers in order, and a touch never spans two passes.
+    try {
+      client_->touch(uses_);
+    } catch (const Error& e) {
+      uses_dropped_ += uses_pending_;
+      uses_.clear();
+      uses_pending_ = 0;
+      dead_ = dead_ || !alive();
+      rethrow_iod_error(e);
+    }
+    uses_touched_ += uses_pending_;
   }
   uses_.clear();
   uses_pending_ = 0;
@@ -361,13 +385,7 @@ void IodExperts::refill(size_t count) {
   // Released slots (ours, now free) go back on this same call, so the new experts may use them.
   std::vector<uint32_t> ids(experts_.begin() + ptrdiff_t(next_fetch_),
                             experts_.begin() + ptrdiff_t(next_fetch_ + count));
-  std::vector<ipc::SlotHandle> hs;
-  {
-    timeline::Span span("fetch_issue", "compute", layer_);
-    hs = fetch_retrying(uint32_t(layer_), ids);
-  }
-  require(hs.size() == ids.size(), "iod " + socket_ + ": fetch returned " + std::to_string(hs.size()) +
-                                       " handles for " + std::to_string(ids.size()) + " experts");
+  const std::vector<ipc::SlotHandle> hs = fetch_now(ids);
   for (size_t i = 0; i < hs.size(); ++i) {
     window_.push_back({next_fetch_ + i, hs[i]});
     remember(layer_, experts_[next_fetch_ + i], hs[i]);
@@ -391,10 +409,11 @@ int IodExperts::next_ready(ExpertView& view) {
     const std::string bad = unpinned_ ? header_problem(done) : std::string();
     if (!unpinned_) {
       to_release_.push_back(done.handle);
-    } else if (client_->intact(done.handle)) {
-      if (!bad.empty()) throw ExpertUnavailable(layer_, experts_[done.index], bad);
+    } else if (client_->intact(done.handle) && bad.empty()) {
       record_use(experts_[done.index]);
     } else {
+      // Torn, or (not expected: iod checked it) a header that is not the record's: fetched
+      // pinned, whose header check reports a record that really is wrong.
       timeline::instant("unpinned_torn", "compute", layer_, experts_[done.index]);
       pin_the_rest(done.index);
     }
@@ -494,7 +513,7 @@ void IodExperts::end_layer() {
   const bool hint_follows = completed && layer_ != last_moe_layer_;
   if (!dead_ && !to_release_.empty() && !hint_follows && client_->release_async(to_release_)) to_release_.clear();
   // The token's unpinned uses go to iod once its last MoE layer is done: one message a token.
-  if (completed && layer_ == last_moe_layer_) flush_uses();
+  if (completed && layer_ == last_moe_layer_) send_uses(false);
   experts_.clear();
   next_fetch_ = 0;
   layer_ = -1;

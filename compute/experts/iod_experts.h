@@ -87,8 +87,12 @@ class IodExperts : public ExpertSource {
   uint64_t unpinned_refetched() const { return unpinned_refetched_; }
   uint64_t uses_touched() const { return uses_touched_; }
   uint64_t uses_dropped() const { return uses_dropped_; }
-  // Sends this token's unpinned uses now (otherwise at the last MoE layer's end).
+  // Sends this token's unpinned uses now, waiting for iod's answer when no one-way call can go
+  // (otherwise they go at the last MoE layer's end, or before the next fetch or pass).
   void flush_uses();
+  // Marks the connection gone: no goodbye calls on destruction (a caller dropping a source whose
+  // iod stopped answering must not wait for it again).
+  void abandon() { dead_ = true; }
   // One round trip to iod (a stats call): throws Error when it does not answer in time.
   void ping() { client_->stats(); }
 
@@ -102,6 +106,8 @@ class IodExperts : public ExpertSource {
   void start_refill(size_t count);
   void finish_refill();
   std::vector<ipc::SlotHandle> fetch_retrying(uint32_t layer, std::span<const uint32_t> ids);
+  // A synchronous fetch of layer_'s `ids` (retrying while overloaded), one handle per id.
+  std::vector<ipc::SlotHandle> fetch_now(std::span<const uint32_t> ids);
   // Waits for the slot to leave LOADING; nullptr when it turned FAILED.
   const uint8_t* wait_alive(ipc::SlotHandle h);
   // Drops window_[i] (its slot FAILED) and throws ExpertUnavailable with iod's reason.
@@ -160,6 +166,8 @@ class IodExperts : public ExpertSource {
   // expert not yet handed out are fetched, pinned, into the window.
   void pin_the_rest(std::optional<size_t> torn);
   void record_use(int expert);
+  // One touch of uses_: one-way; when none can go, kept for later unless `now` (then waited for).
+  void send_uses(bool now);
   std::vector<ipc::LayerUse> uses_;  // this token's unpinned uses, not yet sent
   size_t uses_pending_ = 0;          // experts in uses_
   uint64_t unpinned_layers_ = 0, unpinned_refetched_ = 0, uses_touched_ = 0, uses_dropped_ = 0;

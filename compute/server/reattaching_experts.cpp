@@ -19,6 +19,7 @@ ReattachingExperts::ReattachingExperts(const Container& container, std::string s
 IodExperts& ReattachingExperts::live() {
   if (lost_) {  // a stats call went unanswered (stats() is const: it only marks)
     lost_ = false;
+    if (inner_) inner_->abandon();  // its goodbye calls would wait out the deadline again
     drop();
   }
   if (!inner_) {
@@ -106,7 +107,7 @@ uint64_t ReattachingExperts::slot_bytes() {
 }
 
 ExpertSourceStats ReattachingExperts::stats() const {
-  if (inner_) {
+  if (inner_ && !lost_) {  // once lost, the last answer stands until the next call reattaches
     health_.call_started();
     try {
       last_seen_ = inner_->stats();

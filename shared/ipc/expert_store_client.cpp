@@ -269,19 +269,35 @@ bool ExpertStoreClient::release_async(std::span<const SlotHandle> handles) noexc
   }
 }
 
+namespace {
+
+void fill_uses(capnp::List<proto::LayerUse>::Builder list, std::span<const LayerUse> uses) {
+  for (size_t i = 0; i < uses.size(); ++i) {
+    list[uint32_t(i)].setLayer(uses[i].layer);
+    auto ex = list[uint32_t(i)].initExperts(uint32_t(uses[i].experts.size()));
+    for (size_t k = 0; k < uses[i].experts.size(); ++k) ex.set(uint32_t(k), uses[i].experts[k]);
+  }
+}
+
+}  // namespace
+
 bool ExpertStoreClient::touch_async(std::span<const LayerUse> uses) noexcept {
   try {
     auto req = impl_->store.touchRequest();
-    auto list = req.initUses(uint32_t(uses.size()));
-    for (size_t i = 0; i < uses.size(); ++i) {
-      list[uint32_t(i)].setLayer(uses[i].layer);
-      auto ex = list[uint32_t(i)].initExperts(uint32_t(uses[i].experts.size()));
-      for (size_t k = 0; k < uses[i].experts.size(); ++k) ex.set(uint32_t(k), uses[i].experts[k]);
-    }
+    fill_uses(req.initUses(uint32_t(uses.size())), uses);
     return impl_->send_one_way(req);
   } catch (...) {
     return false;
   }
+}
+
+void ExpertStoreClient::touch(std::span<const LayerUse> uses) {
+  call(impl_->socket_path, "touch", [&] {
+    auto req = impl_->store.touchRequest();
+    fill_uses(req.initUses(uint32_t(uses.size())), uses);
+    impl_->wait(req.send());
+    return 0;
+  });
 }
 
 const HintStats& ExpertStoreClient::hint_stats() const { return impl_->hint_stats; }

@@ -110,6 +110,9 @@ class ExpertStoreClient {
   // (sharing the hints' bound and counters). false: nothing sent (hint_capacity calls
   // unanswered, or the request could not be built); the caller may keep the uses for later.
   bool touch_async(std::span<const LayerUse> uses) noexcept;
+  // The same, waiting for iod's answer (within call_timeout_ms): for when the uses must reach iod
+  // before the next call and no one-way call can be sent.
+  void touch(std::span<const LayerUse> uses);
   // Whether the slot still holds the record it held when `h` was READY: every read of
   // slot_data(h.slot) made before this call saw that record intact. (iod turns the state word
   // to LOADING of a new generation before a new record's bytes land; this reads the word after

@@ -61,7 +61,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2: {
         auto p = msg.root<ExpertStore::TouchParams>();
-        for (const auto& use : waste::iod::layer_uses_of(p.getUses())) check_keys(use.layer, use.experts);
+        const auto uses = waste::iod::layer_uses_of(p.getUses());
+        if (uses.size() > waste::iod::kMaxTouchEntries) __builtin_trap();
+        waste::iod::check_layer_uses(served(), uses);
+        // Accepted: one entry per MoE layer at most, none empty, every key served.
+        if (uses.size() > 3) __builtin_trap();
+        for (const auto& use : uses) {
+          if (use.experts.empty()) __builtin_trap();
+          check_keys(use.layer, use.experts);
+        }
         break;
       }
       default: {

@@ -698,6 +698,11 @@ TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its
 
   // Off: every layer fetched and pinned.
   src.set_unpinned_reads(false);
+  src.fetch_layer(layers[0].layer, want);
+  CHECK(src.client().fetch_pending());
+  while (src.next_ready(v) >= 0) {
+  }
+  src.end_layer();
   run_pass(t.c, src, want);
   CHECK_EQ(src.unpinned_layers(), L);
 
@@ -707,6 +712,13 @@ TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its
   src.client().stats();
   CHECK_EQ(src.hint_stats().failed, 1u);
   CHECK(src.hint_stats().last_error.find("not a MoE layer") != std::string::npos);
+  // An entry naming no expert, and more entries than a pass has layers, are refused whole.
+  const uint64_t hits = src.client().stats()["hits"].get<uint64_t>();
+  CHECK_THROWS_WITH_AS(src.client().touch(std::vector<ipc::LayerUse>{{t.l0, {1}}, {uint32_t(layers[1].layer), {}}}),
+                       doctest::Contains("names no expert"), Error);
+  std::vector<ipc::LayerUse> too_many(L + 1, ipc::LayerUse{t.l0, {1}});
+  CHECK_THROWS_WITH_AS(src.client().touch(too_many), doctest::Contains("one per layer at most"), Error);
+  CHECK_EQ(src.client().stats()["hits"].get<uint64_t>(), hits);  // nothing of them counted
   CHECK_EQ(t.iod.stop(), 0);
 }
 
@@ -779,6 +791,29 @@ TEST_CASE("IodExperts: an unpinned read whose slot was reused is fetched again a
   CHECK_EQ(src.uses_touched(), 0u);
   auto s = src.client().stats();
   CHECK_EQ(s["misses"].get<uint64_t>(), 2u + 4u + 2u);  // read again, into the slots the other client left
+  src.flush_releases();
+
+  // Reused before its turn: the slots turn over between fetch_layer and the first next_ready,
+  // so nothing is handed out unpinned; both are fetched.
+  src.fetch_layer(l0, want);
+  CHECK_EQ(src.unpinned_layers(), 2u);
+  {
+    ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id());
+    const std::vector<uint32_t> ex = {0, 2, 3, 5};
+    auto hs = other.fetch(t.l0, ex);
+    check_records(t.c, other, t.l0, ex, hs);
+    other.release(hs);
+  }
+  next.clear();
+  for (int i; (i = src.next_ready(v)) >= 0;) {
+    next.push_back(i);
+    t.c.read_record(l0, uint32_t(want[size_t(i)]), rec.data());
+    CHECK(std::memcmp(record_of(t.c, l0, v), rec.data(), rec.size()) == 0);
+  }
+  src.end_layer();
+  std::sort(next.begin(), next.end());
+  CHECK(next == std::vector<int>{0, 1});
+  CHECK_EQ(src.unpinned_refetched(), 4u);
   CHECK_EQ(t.iod.stop(), 0);
 }
 
