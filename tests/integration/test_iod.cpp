@@ -763,30 +763,36 @@ TEST_CASE("IodExperts: an unpinned read whose slot was reused is fetched again a
     src.flush_releases();  // the first MoE layer is not the last: its pins would wait for the next message
   };
   one_layer();
-  src.fetch_layer(l0, want);
-  CHECK_EQ(src.unpinned_layers(), 1u);
-  CHECK_FALSE(src.client().fetch_pending());
-  ExpertView v;
-  const int first = src.next_ready(v);
-  REQUIRE(first >= 0);
-  {
+  // Another client's fetch of 4 other experts: it takes both slots (they are unpinned).
+  auto take_both_slots = [&] {
     ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id());
     const std::vector<uint32_t> ex = {0, 2, 3, 5};
     auto hs = other.fetch(t.l0, ex);
     check_records(t.c, other, t.l0, ex, hs);
     other.release(hs);
-  }
-  // The view given is torn: the same index comes again, now pinned and intact, then the other.
-  std::vector<int> next;
+  };
+  // The indices handed out from here to the layer's end (sorted), each view's bytes checked.
   std::vector<uint8_t> rec(t.c.expert_layer(l0)->layout.stride);
-  for (int i; (i = src.next_ready(v)) >= 0;) {
-    next.push_back(i);
-    t.c.read_record(l0, uint32_t(want[size_t(i)]), rec.data());
-    CHECK(std::memcmp(record_of(t.c, l0, v), rec.data(), rec.size()) == 0);
-  }
-  src.end_layer();
-  std::sort(next.begin(), next.end());
-  CHECK(next == std::vector<int>{0, 1});
+  ExpertView v;
+  auto rest_of_layer = [&] {
+    std::vector<int> handed;
+    for (int i; (i = src.next_ready(v)) >= 0;) {
+      handed.push_back(i);
+      t.c.read_record(l0, uint32_t(want[size_t(i)]), rec.data());
+      CHECK(std::memcmp(record_of(t.c, l0, v), rec.data(), rec.size()) == 0);
+    }
+    src.end_layer();
+    std::sort(handed.begin(), handed.end());
+    return handed;
+  };
+
+  src.fetch_layer(l0, want);
+  CHECK_EQ(src.unpinned_layers(), 1u);
+  CHECK_FALSE(src.client().fetch_pending());
+  REQUIRE(src.next_ready(v) >= 0);
+  take_both_slots();
+  // The view given is torn: the same index comes again, now pinned and intact, then the other.
+  CHECK(rest_of_layer() == std::vector<int>{0, 1});
   CHECK_EQ(src.unpinned_refetched(), 2u);
   CHECK_EQ(src.uses_touched(), 0u);
   auto s = src.client().stats();
@@ -797,22 +803,8 @@ TEST_CASE("IodExperts: an unpinned read whose slot was reused is fetched again a
   // so nothing is handed out unpinned; both are fetched.
   src.fetch_layer(l0, want);
   CHECK_EQ(src.unpinned_layers(), 2u);
-  {
-    ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id());
-    const std::vector<uint32_t> ex = {0, 2, 3, 5};
-    auto hs = other.fetch(t.l0, ex);
-    check_records(t.c, other, t.l0, ex, hs);
-    other.release(hs);
-  }
-  next.clear();
-  for (int i; (i = src.next_ready(v)) >= 0;) {
-    next.push_back(i);
-    t.c.read_record(l0, uint32_t(want[size_t(i)]), rec.data());
-    CHECK(std::memcmp(record_of(t.c, l0, v), rec.data(), rec.size()) == 0);
-  }
-  src.end_layer();
-  std::sort(next.begin(), next.end());
-  CHECK(next == std::vector<int>{0, 1});
+  take_both_slots();
+  CHECK(rest_of_layer() == std::vector<int>{0, 1});
   CHECK_EQ(src.unpinned_refetched(), 4u);
   CHECK_EQ(t.iod.stop(), 0);
 }
