@@ -32,6 +32,16 @@ double iod_cpu_seconds(Engine& e) {
   return iod ? iod->client().stats().value("cpu_seconds", 0.0) : -1.0;
 }
 
+// Through iod: MoE layers served unpinned and experts fetched again after a torn read, so far
+// (docs/PROTOCOL.md, "Unpinned reads"); {0, 0} otherwise.
+struct UnpinnedCounts {
+  uint64_t layers = 0, refetched = 0;
+};
+UnpinnedCounts unpinned_counts(Engine& e) {
+  auto* iod = dynamic_cast<IodExperts*>(&e.experts());
+  return iod ? UnpinnedCounts{iod->unpinned_layers(), iod->unpinned_refetched()} : UnpinnedCounts{};
+}
+
 void run_bench(const BenchOptions& o) {
   require(o.tokens >= 1 && o.warmup >= 0 && o.prefill >= 0, "bench: -n must be >= 1, --warmup and --prefill >= 0");
   EngineHandle h(o.engine);
@@ -64,6 +74,7 @@ void run_bench(const BenchOptions& o) {
   e.model().set_profile(&phases);
   const ExpertSourceStats before = e.experts().stats();
   const double iod_cpu0 = iod_cpu_seconds(e);
+  const UnpinnedCounts unpinned0 = unpinned_counts(e);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = o.prefill + o.warmup; i < o.prefill + o.warmup + o.tokens; ++i)
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
@@ -72,6 +83,9 @@ void run_bench(const BenchOptions& o) {
   const ExpertSourceStats after = e.experts().stats();
   const double iod_cpu = iod_cpu0 < 0 ? -1.0 : iod_cpu_seconds(e) - iod_cpu0;  // over the timed decode
   const ExpertSourceStats decode = stats::minus(after, before);
+  const uint64_t moe_layers = uint64_t(e.container().expert_layers().size()) * uint64_t(o.tokens);
+  const UnpinnedCounts unpinned1 = unpinned_counts(e);
+  const UnpinnedCounts unpinned{unpinned1.layers - unpinned0.layers, unpinned1.refetched - unpinned0.refetched};
   const uint64_t hits = decode.hits, misses = decode.misses, bytes = decode.bytes_read;
   const uint64_t pf_issued = decode.prefetch_issued, pf_used = decode.prefetch_used, pf_wasted = decode.prefetch_wasted;
   // A wasted prefetch read one whole record; the bytes are at most the largest record's stride
@@ -98,7 +112,10 @@ void run_bench(const BenchOptions& o) {
     // (shared/stats/expert_stats.h: hits, misses, bytes_read, prefetch/issued|used|wasted), as
     // iod's stats and `waste status --json` name them.
     stats::to_json(j, decode);
-    if (iod_cpu >= 0) j["iod_cpu_seconds"] = iod_cpu;
+    if (iod_cpu >= 0) {
+      j["iod_cpu_seconds"] = iod_cpu;
+      j["unpinned"] = {{"layers", unpinned.layers}, {"of_layers", moe_layers}, {"refetched", unpinned.refetched}};
+    }
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
     j["prefetch"]["wasted_mb_per_token_at_most"] = wasted_mb_per_token;
     j["lookahead"] = {{"per_token", e.model().lookahead()}, {"recall", la.recall()}, {"precision", la.precision()},
@@ -133,6 +150,10 @@ void run_bench(const BenchOptions& o) {
   if (iod_cpu >= 0 && bytes > 0)
     std::printf("  iod CPU %.3f s/GB (%.3f s over %.3f GB read)\n", iod_cpu / (double(bytes) / 1e9), iod_cpu,
                 double(bytes) / 1e9);
+  if (iod_cpu >= 0)
+    std::printf("  unpinned reads: %llu of %llu MoE layers, %llu experts fetched again after a torn read\n",
+                (unsigned long long)unpinned.layers, (unsigned long long)moe_layers,
+                (unsigned long long)unpinned.refetched);
   if (e.model().lookahead() > 0)
     std::printf("  lookahead %d per token: recall %.1f%% of the routed experts, precision %.1f%% of the guesses\n",
                 e.model().lookahead(), 100 * la.recall(), 100 * la.precision());
