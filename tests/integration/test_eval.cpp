@@ -331,3 +331,27 @@ TEST_CASE("waste bench --timeline: one Chrome trace with compute's and the priva
   CHECK_FALSE(std::filesystem::exists(trace + ".compute.part"));
   CHECK_FALSE(std::filesystem::exists(trace + ".iod.part"));
 }
+
+TEST_CASE("waste bench --resident refuses the options of the expert path through iod by name, --pinned-reads too") {
+  TempDir tmp;
+  const std::string model = tmp / "m.waste";
+  synth_model(model, "--preset tiny-kimi-linear --seed 4");
+  for (const std::string& extra :
+       std::vector<std::string>{"--pinned-reads", "--no-iod", "--budget 4G", "--slots 10", "--working-sets 1",
+                                "--run-dir " + (tmp / "run"), "--usage"}) {
+    const auto r = run_command(waste_bin() + " bench " + model + " --resident --no-progress -n 1 " + extra);
+    INFO(extra, ": ", r.output);
+    CHECK_NE(r.status, 0);
+    CHECK(r.output.find("excludes") != std::string::npos);
+    CHECK(r.output.find(extra.substr(0, extra.find(' '))) != std::string::npos);
+  }
+  // --pinned-reads is refused beside --no-iod too; through iod it is taken and said.
+  const auto r = run_command(waste_bin() + " bench " + model + " --no-iod --pinned-reads --no-progress -n 1");
+  CHECK_NE(r.status, 0);
+  CHECK(r.output.find("excludes") != std::string::npos);
+  const auto ok = run_command(waste_bin() + " bench " + model + " --pinned-reads --slots 40 --no-progress -n 2");
+  INFO(ok.output);
+  CHECK_EQ(ok.status, 0);
+  CHECK(ok.output.find("every layer fetched and pinned") != std::string::npos);
+  CHECK(ok.output.find("unpinned reads: 0 of 6 MoE layers") != std::string::npos);
+}

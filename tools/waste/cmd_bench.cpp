@@ -32,14 +32,17 @@ double iod_cpu_seconds(Engine& e) {
   return iod ? iod->client().stats().value("cpu_seconds", 0.0) : -1.0;
 }
 
-// Through iod: MoE layers served unpinned and experts fetched again after a torn read, so far
-// (docs/PROTOCOL.md, "Unpinned reads"); {0, 0} otherwise.
+// Through iod, so far (docs/PROTOCOL.md, "Unpinned reads"): MoE layers served unpinned, experts
+// fetched again after a torn read, uses never reported to iod (it did not answer); zeros otherwise.
 struct UnpinnedCounts {
-  uint64_t layers = 0, refetched = 0;
+  uint64_t layers = 0, refetched = 0, unreported = 0;
+  UnpinnedCounts since(const UnpinnedCounts& a) const {
+    return {layers - a.layers, refetched - a.refetched, unreported - a.unreported};
+  }
 };
 UnpinnedCounts unpinned_counts(Engine& e) {
   auto* iod = dynamic_cast<IodExperts*>(&e.experts());
-  return iod ? UnpinnedCounts{iod->unpinned_layers(), iod->unpinned_refetched()} : UnpinnedCounts{};
+  return iod ? UnpinnedCounts{iod->unpinned_layers(), iod->unpinned_refetched(), iod->uses_dropped()} : UnpinnedCounts{};
 }
 
 void run_bench(const BenchOptions& o) {
@@ -83,9 +86,8 @@ void run_bench(const BenchOptions& o) {
   const ExpertSourceStats after = e.experts().stats();
   const double iod_cpu = iod_cpu0 < 0 ? -1.0 : iod_cpu_seconds(e) - iod_cpu0;  // over the timed decode
   const ExpertSourceStats decode = stats::minus(after, before);
-  const uint64_t moe_layers = uint64_t(e.container().expert_layers().size()) * uint64_t(o.tokens);
-  const UnpinnedCounts unpinned1 = unpinned_counts(e);
-  const UnpinnedCounts unpinned{unpinned1.layers - unpinned0.layers, unpinned1.refetched - unpinned0.refetched};
+  const uint64_t moe_layer_steps = uint64_t(e.container().expert_layers().size()) * uint64_t(o.tokens);
+  const UnpinnedCounts unpinned = unpinned_counts(e).since(unpinned0);
   const uint64_t hits = decode.hits, misses = decode.misses, bytes = decode.bytes_read;
   const uint64_t pf_issued = decode.prefetch_issued, pf_used = decode.prefetch_used, pf_wasted = decode.prefetch_wasted;
   // A wasted prefetch read one whole record; the bytes are at most the largest record's stride
@@ -114,7 +116,10 @@ void run_bench(const BenchOptions& o) {
     stats::to_json(j, decode);
     if (iod_cpu >= 0) {
       j["iod_cpu_seconds"] = iod_cpu;
-      j["unpinned"] = {{"layers", unpinned.layers}, {"of_layers", moe_layers}, {"refetched", unpinned.refetched}};
+      j["unpinned"] = {{"layers", unpinned.layers},
+                       {"of_layers", moe_layer_steps},
+                       {"refetched", unpinned.refetched},
+                       {"unreported_uses", unpinned.unreported}};
     }
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
     j["prefetch"]["wasted_mb_per_token_at_most"] = wasted_mb_per_token;
@@ -151,9 +156,10 @@ void run_bench(const BenchOptions& o) {
     std::printf("  iod CPU %.3f s/GB (%.3f s over %.3f GB read)\n", iod_cpu / (double(bytes) / 1e9), iod_cpu,
                 double(bytes) / 1e9);
   if (iod_cpu >= 0)
-    std::printf("  unpinned reads: %llu of %llu MoE layers, %llu experts fetched again after a torn read\n",
-                (unsigned long long)unpinned.layers, (unsigned long long)moe_layers,
-                (unsigned long long)unpinned.refetched);
+    std::printf("  unpinned reads: %llu of %llu MoE layers, %llu experts fetched again after a torn read, %llu uses "
+                "never reported to iod\n",
+                (unsigned long long)unpinned.layers, (unsigned long long)moe_layer_steps,
+                (unsigned long long)unpinned.refetched, (unsigned long long)unpinned.unreported);
   if (e.model().lookahead() > 0)
     std::printf("  lookahead %d per token: recall %.1f%% of the routed experts, precision %.1f%% of the guesses\n",
                 e.model().lookahead(), 100 * la.recall(), 100 * la.precision());
@@ -172,13 +178,19 @@ void register_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "Untimed decode tokens first (2)");
   cmd->add_option("--prefill", o->prefill, "Time a prompt of this many ids through chunked prefill first (0: none)");
   cmd->add_option("--seed", o->seed, "Seed of the token sequence");
-  cmd->add_flag("--resident", o->engine.resident, "Read every expert into RAM first: compute only, no I/O");
+  CLI::Option* resident =
+      cmd->add_flag("--resident", o->engine.resident, "Read every expert into RAM first: compute only, no I/O");
+  // Options of the expert path through iod (or of --no-iod's reads): --resident reads none that
+  // way, so each is refused by name beside it rather than ignored.
+  for (const char* name : {"--no-iod", "--pinned-reads", "--run-dir", "--budget", "--slots", "--working-sets"})
+    resident->excludes(cmd->get_option(name));
   cmd->add_flag("--json", o->json, "JSON output");
   // Benchmarks start cold: a usage file left by an earlier run pre-warms the cache and flatters
   // the figures (18% on repeated runs, docs/MEASUREMENTS.md).
   o->engine.usage = false;
   cmd->add_flag("--usage", o->engine.usage,
-                "A private iod pre-warms from the container's usage file and updates it (default: cold start)");
+                "A private iod pre-warms from the container's usage file and updates it (default: cold start)")
+      ->excludes(resident);
   cmd->callback([o] { run_bench(*o); });
 }
 
