@@ -77,19 +77,17 @@ const ExpertLayerInfo& IodExperts::layer_info(int layer) const {
   return *info;
 }
 
-std::string IodExperts::header_problem(const Fetched& f) const {
-  const std::string bad = check_record(client_->slot_data(f.handle.slot), layer_info(layer_).layout, uint32_t(layer_),
-                                       uint32_t(experts_[f.index]), false);
-  return bad.empty() ? bad : "iod " + socket_ + ": slot " + std::to_string(f.handle.slot) + ": " + bad;
+std::string IodExperts::header_problem(int layer, int expert, ipc::SlotHandle h) const {
+  // Header only: iod checked the payload checksum when it read the record.
+  const std::string bad = check_record(client_->slot_data(h.slot), layer_info(layer).layout, uint32_t(layer),
+                                       uint32_t(expert), false);
+  return bad.empty() ? bad : "iod " + socket_ + ": slot " + std::to_string(h.slot) + ": " + bad;
 }
 
 ExpertView IodExperts::view_of(int layer, int expert, ipc::SlotHandle h) {
-  const ExpertLayerInfo* info = &layer_info(layer);
-  const uint8_t* rec = client_->slot_data(h.slot);
-  // Header only: iod checked the payload checksum when it read the record.
-  const std::string bad = check_record(rec, info->layout, uint32_t(layer), uint32_t(expert), false);
-  require(bad.empty(), "iod " + socket_ + ": slot " + std::to_string(h.slot) + ": " + bad);
-  return expert_view(rec, info->layout, codebooks(layer));
+  const std::string bad = header_problem(layer, expert, h);
+  require(bad.empty(), bad);
+  return expert_view(client_->slot_data(h.slot), layer_info(layer).layout, codebooks(layer));
 }
 
 const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h) {
@@ -185,15 +183,18 @@ ExpertView IodExperts::expert(int layer, int expert) {
               std::to_string(layer) + ", expert " + std::to_string(expert) + ")");
 }
 
+size_t IodExperts::key_of(int layer, int expert) const {
+  if (layer < 0 || layer > last_moe_layer_ || expert < 0 || uint32_t(expert) >= experts_per_layer_) return kNoKey;
+  return size_t(layer) * experts_per_layer_ + size_t(expert);
+}
+
 void IodExperts::remember(int layer, int expert, ipc::SlotHandle h) {
-  if (layer < 0 || layer > last_moe_layer_ || expert < 0 || uint32_t(expert) >= experts_per_layer_) return;
-  last_handle_[size_t(layer) * experts_per_layer_ + size_t(expert)] = h;
+  if (const size_t k = key_of(layer, expert); k != kNoKey) last_handle_[k] = h;
 }
 
 bool IodExperts::known_ready(int layer, int expert) const {
-  if (layer < 0 || layer > last_moe_layer_ || expert < 0 || uint32_t(expert) >= experts_per_layer_) return false;
-  const ipc::SlotHandle h = last_handle_[size_t(layer) * experts_per_layer_ + size_t(expert)];
-  return h.slot != kNoHandle && client_->state(h) == ipc::SlotState::Ready;
+  const size_t k = key_of(layer, expert);
+  return k != kNoKey && last_handle_[k].slot != kNoHandle && client_->state(last_handle_[k]) == ipc::SlotState::Ready;
 }
 
 void IodExperts::prefetch(int layer, std::span<const int> experts) {
@@ -226,7 +227,7 @@ void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
   if (layer_ >= 0) end_layer();
   // A new pass over the layers while uses of the last one wait (it ended before its last MoE
   // layer: an error on the way): they go now, so a touch never spans two passes.
-  if (!uses_.empty() && uint32_t(layer) <= uses_.back().layer) flush_uses();
+  if (!uses_.empty() && uint32_t(layer) <= uses_.last_layer()) flush_uses();
   layer_ = layer;
   experts_.assign(experts.begin(), experts.end());
   next_fetch_ = 0;
@@ -234,8 +235,7 @@ void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
   if (may_serve_unpinned()) {
     unpinned_ = true;
     ++unpinned_layers_;
-    for (size_t i = 0; i < experts_.size(); ++i)
-      window_.push_back({i, last_handle_[size_t(layer) * experts_per_layer_ + size_t(experts_[i])]});
+    for (size_t i = 0; i < experts_.size(); ++i) window_.push_back({i, last_handle_[key_of(layer, experts_[i])]});
     next_fetch_ = experts_.size();
     // Pins a fetched layer left have no fetch to ride on now.
     if (!to_release_.empty() && client_->release_async(to_release_)) to_release_.clear();
@@ -273,12 +273,7 @@ void IodExperts::pin_the_rest(std::optional<size_t> torn) {
   // The layer's experts already used intact go in the same fetch (hits: nothing is read, and
   // their pins go back with the next message), so iod sees the layer as one request, as it
   // would have without unpinned reads; the token's earlier layers' uses go first, in order.
-  std::vector<uint32_t> used;
-  if (!uses_.empty() && uses_.back().layer == uint32_t(layer_)) {
-    used = std::move(uses_.back().experts);
-    uses_pending_ -= used.size();
-    uses_.pop_back();
-  }
+  const std::vector<uint32_t> used = uses_.take_layer(uint32_t(layer_));
   flush_uses();
   std::vector<uint32_t> ids = used;
   for (size_t i : index) ids.push_back(uint32_t(experts_[i]));
@@ -298,38 +293,54 @@ void IodExperts::pin_the_rest(std::optional<size_t> torn) {
   unpinned_refetched_ += index.size();
 }
 
-void IodExperts::record_use(int expert) {
-  if (uses_.empty() || uses_.back().layer != uint32_t(layer_)) uses_.push_back({uint32_t(layer_), {}});
-  uses_.back().experts.push_back(uint32_t(expert));
-  ++uses_pending_;
+void IodExperts::PassUses::add(uint32_t layer, uint32_t expert) {
+  if (live_ == 0 || entries_[live_ - 1].layer != layer) {
+    if (live_ == entries_.size()) entries_.emplace_back();
+    entries_[live_].layer = layer;
+    entries_[live_].experts.clear();  // keeps its capacity
+    ++live_;
+  }
+  entries_[live_ - 1].experts.push_back(expert);
 }
+
+std::vector<uint32_t> IodExperts::PassUses::take_layer(uint32_t layer) {
+  if (live_ == 0 || entries_[live_ - 1].layer != layer) return {};
+  return entries_[--live_].experts;
+}
+
+size_t IodExperts::PassUses::experts() const {
+  size_t n = 0;
+  for (const ipc::LayerUse& u : entries()) n += u.experts.size();
+  return n;
+}
+
+void IodExperts::record_use(int expert) { uses_.add(uint32_t(layer_), uint32_t(expert)); }
 
 void IodExperts::flush_uses() { send_uses(true); }
 
 void IodExperts::send_uses(bool now) {
   if (uses_.empty()) return;
+  const size_t n = uses_.experts();
   if (dead_) {
-    uses_dropped_ += uses_pending_;
-  } else if (client_->touch_async(uses_)) {
-    uses_touched_ += uses_pending_;
+    uses_dropped_ += n;
+  } else if (client_->touch_async(uses_.entries())) {
+    uses_touched_ += n;
   } else if (!now) {
     return;  // iod leaves one-way calls unanswered: they go before the next fetch or pass (now)
   } else {
     // They must reach iod before what follows (a fetch, the next pass): iod's policy and
     // trace see the layers in order, and a touch never spans two passes.
     try {
-      client_->touch(uses_);
+      client_->touch(uses_.entries());
     } catch (const Error& e) {
-      uses_dropped_ += uses_pending_;
+      uses_dropped_ += n;
       uses_.clear();
-      uses_pending_ = 0;
       dead_ = dead_ || !alive();
       rethrow_iod_error(e);
     }
-    uses_touched_ += uses_pending_;
+    uses_touched_ += n;
   }
   uses_.clear();
-  uses_pending_ = 0;
 }
 
 void IodExperts::start_refill(size_t count) {
@@ -406,7 +417,7 @@ int IodExperts::next_ready(ExpertView& view) {
     // (~5 us each here, 0.3 ms a token). It is read before intact() (whose fence orders it
     // too). iod checked it when it read the record; a mismatch would be iod's bug, and the
     // model drops this expert's rows when told.
-    const std::string bad = unpinned_ ? header_problem(done) : std::string();
+    const std::string bad = unpinned_ ? header_problem(layer_, experts_[done.index], done.handle) : std::string();
     if (!unpinned_) {
       to_release_.push_back(done.handle);
     } else if (client_->intact(done.handle) && bad.empty()) {

@@ -18,8 +18,9 @@
 // Unpinned reads (docs/PROTOCOL.md): a layer whose experts are all READY in slots this client
 // knows (a fetch's answer, or the slot table: entries read at attach and, when a layer names an
 // expert it does not know, again at most every kRescanInterval; same generation: the slot still
-// holds the record) is served with no fetch at all, each view straight from its slot, unpinned. iod may reuse such a slot meanwhile, so after
-// the model is done with a view (the next next_ready) the slot's state word is read again: the
+// holds the record) is served with no fetch at all, each view straight from its slot, unpinned.
+// iod may reuse such a slot meanwhile, so after the model is done with a view (the next
+// next_ready) the slot's state word is read again: the
 // same READY generation means every byte the kernels read was the record's (iod changes the word
 // before a new record's bytes land); a changed one means the read may be torn, and that expert is
 // fetched pinned and handed out again under the same index (the model's result for it is
@@ -99,6 +100,9 @@ class IodExperts : public ExpertSource {
  private:
   const float* codebooks(int layer);
   const ExpertLayerInfo& layer_info(int layer) const;  // throws naming a layer without routed experts
+  // Why h's slot does not hold (layer, expert) by its header, naming the socket and slot; or "".
+  std::string header_problem(int layer, int expert, ipc::SlotHandle h) const;
+  // The view of h's record, its header checked (Error when it is not (layer, expert)).
   ExpertView view_of(int layer, int expert, ipc::SlotHandle h);
   // Fetches the next `count` experts of the layer into the window.
   void refill(size_t count);
@@ -137,6 +141,9 @@ class IodExperts : public ExpertSource {
   // fetch then reads it as it would have anyway. Sized once from the container.
   void remember(int layer, int expert, ipc::SlotHandle h);
   bool known_ready(int layer, int expert) const;
+  // last_handle_'s index of (layer, expert), or kNoKey outside the container's keys.
+  size_t key_of(int layer, int expert) const;
+  static constexpr size_t kNoKey = SIZE_MAX;
   uint32_t experts_per_layer_ = 0;
   std::vector<ipc::SlotHandle> last_handle_;  // slot kNoHandle: never fetched
   static constexpr uint32_t kNoHandle = UINT32_MAX;
@@ -147,8 +154,6 @@ class IodExperts : public ExpertSource {
   };
   std::vector<Fetched> window_;  // fetched, not yet handed out (in fetch order)
   std::optional<Fetched> in_use_;  // handed out by the last next_ready()
-  // Why f's slot does not hold the record of layer_ it should (its header), or "".
-  std::string header_problem(const Fetched& f) const;
 
   // Unpinned reads (above). While unpinned_, window_ holds the remembered handles, none pinned.
   bool unpinned_reads_ = true;
@@ -168,8 +173,24 @@ class IodExperts : public ExpertSource {
   void record_use(int expert);
   // One touch of uses_: one-way; when none can go, kept for later unless `now` (then waited for).
   void send_uses(bool now);
-  std::vector<ipc::LayerUse> uses_;  // this token's unpinned uses, not yet sent
-  size_t uses_pending_ = 0;          // experts in uses_
+  // This pass's unpinned uses not yet sent, one entry per MoE layer in pass order. Entries and
+  // their lists are kept between tokens (live_ says how many hold this pass's): once warm, the
+  // per-token path allocates nothing for them.
+  class PassUses {
+   public:
+    void add(uint32_t layer, uint32_t expert);
+    std::span<const ipc::LayerUse> entries() const { return {entries_.data(), live_}; }
+    bool empty() const { return live_ == 0; }
+    uint32_t last_layer() const { return entries_[live_ - 1].layer; }  // not empty
+    std::vector<uint32_t> take_layer(uint32_t layer);  // removes and returns that layer's, if last
+    size_t experts() const;
+    void clear() { live_ = 0; }
+
+   private:
+    std::vector<ipc::LayerUse> entries_;
+    size_t live_ = 0;
+  };
+  PassUses uses_;
   uint64_t unpinned_layers_ = 0, unpinned_refetched_ = 0, uses_touched_ = 0, uses_dropped_ = 0;
 };
 

@@ -368,7 +368,7 @@ bool ExpertStoreClient::intact(SlotHandle h) const {
 void ExpertStoreClient::ready_slots(std::vector<ReadySlot>& out) const {
   for (uint32_t s = 0; s < info_.layout.slot_count; ++s) {
     const SlotEntry& e = impl_->segment.entry(s);
-    const uint64_t w = e.word.load(std::memory_order_acquire);  // layer and expert were written before it
+    const uint64_t w = e.word.load(std::memory_order_acquire);  // READY: layer and expert were written before it
     if (state_of(w) != SlotState::Ready) continue;
     const uint32_t layer = e.layer, expert = e.expert;
     std::atomic_thread_fence(std::memory_order_acquire);
