@@ -368,7 +368,6 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
       return std::nullopt;
     }
     ipc::SlotEntry& e = segment_.entry(a.slot);
-    SlotInfo& si = slot_info_[a.slot];
     uint64_t w = e.word.load(std::memory_order_acquire);
     // FAILED is only ever published together with io_busy cleared (both under mu_).
     if (a.hit && ipc::state_of(w) == SlotState::Failed) {
@@ -377,16 +376,10 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
       ++layer_counters_[pos].misses;
       start_read(a.slot, key, true, false, {});
     } else if (a.hit) {
-      ++hits_;
-      ++layer_counters_[pos].hits;
+      count_hit_locked(pos, a.slot, key);
       if (ipc::state_of(w) == SlotState::Loading) {
         ++joined_;
         queue_.promote(a.slot, ipc::generation_of(w));  // a prefetch in the queue now leaves as demand
-      }
-      if (si.prefetched_unused) {
-        ++prefetch_used_;
-        si.prefetched_unused = false;
-        timeline::instant("prefetch_used", "iod", int(key.layer), int(key.expert));
       }
     } else {
       ++misses_;
@@ -398,9 +391,7 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
     out.push_back(h);
     usage_.add(key);
   }
-  // A token = one pass over the MoE layers: counted at its first layer's fetch.
-  if (pos == 0) usage_.end_token();
-  usage_changed_ = true;
+  end_layer_use_locked(pos);
   return out;
 }
 
@@ -430,6 +421,22 @@ uint32_t Store::prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t
   return issued;
 }
 
+void Store::count_hit_locked(uint32_t pos, uint32_t slot, ExpertKey key) {
+  ++hits_;
+  ++layer_counters_[pos].hits;
+  if (slot != kNoSlot && slot_info_[slot].prefetched_unused) {
+    ++prefetch_used_;
+    slot_info_[slot].prefetched_unused = false;
+    timeline::instant("prefetch_used", "iod", int(key.layer), int(key.expert));
+  }
+}
+
+void Store::end_layer_use_locked(uint32_t pos) {
+  // A token = one pass over the MoE layers: counted at its first layer's fetch or touch.
+  if (pos == 0) usage_.end_token();
+  usage_changed_ = true;
+}
+
 void Store::touch(uint64_t conn, std::span<const LayerUse> uses) {
   check_layer_uses(served_, uses);
   std::lock_guard lock(mu_);
@@ -441,17 +448,10 @@ void Store::touch(uint64_t conn, std::span<const LayerUse> uses) {
       const ExpertKey key{u.layer, x};
       // The client read the record intact from its slot: a hit, whether or not the slot still
       // holds it now (an eviction since then leaves the policy no slot to credit).
-      ++hits_;
-      ++layer_counters_[pos].hits;
-      const uint32_t s = cache_->touch(key);
-      if (s != kNoSlot && slot_info_[s].prefetched_unused) {
-        ++prefetch_used_;
-        slot_info_[s].prefetched_unused = false;
-      }
+      count_hit_locked(pos, cache_->touch(key), key);
       usage_.add(key);
     }
-    if (pos == 0) usage_.end_token();  // as a fetch of the first MoE layer counts a token
-    usage_changed_ = true;
+    end_layer_use_locked(pos);
   }
 }
 

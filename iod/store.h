@@ -120,6 +120,11 @@ class Store {
   // The io_uring engine died: serve the queue with a pread pool from now on.
   void on_engine_failed(const std::string& why);
   void slots_changed_locked();
+  // A demand found key cached (fetch) or used it from its slot (touch): hits, the layer's hits,
+  // and a prefetch used when `slot` (kNoSlot: no longer cached) held an unused one. Lock held.
+  void count_hit_locked(uint32_t pos, uint32_t slot, cache::ExpertKey key);
+  // The usage counts after a layer's demands (a token ends at the first MoE layer). Lock held.
+  void end_layer_use_locked(uint32_t pos);
   void trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<const uint32_t> experts);
 
   const Container& container_;
