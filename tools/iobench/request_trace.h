@@ -1,9 +1,10 @@
 // iod's request trace (`waste-iod --trace FILE`, `traceStart`): one JSON line per request,
 // {"t_us", "conn", "op", "layer", "experts"}, layers in decoder numbering. `waste iobench
 // --trace` takes it as well as a routing trace (../shared/traces): each connection's fetches
-// and touches (uses compute served from slots without a fetch) are cut into tokens (a token starts at the fetch of the first MoE layer and must then fetch
-// every MoE layer in order); prefetches are hints and left out; a token a connection left
-// unfinished at the end of the file is dropped. Sizes are bounded before use; errors name the
+// and touches (uses compute served from slots without a fetch) are cut into tokens (a token
+// starts at the first MoE layer's line and must then name every MoE layer in order);
+// prefetches are hints and left out; a token a connection left unfinished at the end of the
+// file is dropped. Sizes are bounded before use; errors name the
 // file and line.
 #pragma once
 #include <cstdint>
