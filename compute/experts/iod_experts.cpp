@@ -263,9 +263,8 @@ bool IodExperts::may_serve_unpinned() {
   return all_known();
 }
 
-void IodExperts::pin_the_rest(std::optional<size_t> torn) {
-  std::vector<size_t> index;
-  if (torn) index.push_back(*torn);
+void IodExperts::pin_the_rest(std::span<const size_t> torn) {
+  std::vector<size_t> index(torn.begin(), torn.end());
   for (const Fetched& f : window_) index.push_back(f.index);
   window_.clear();
   unpinned_ = false;
@@ -405,13 +404,19 @@ void IodExperts::refill(size_t count) {
 }
 
 int IodExperts::next_ready(ExpertView& view) {
-  finish_refill();  // the layer's first fetch, sent by fetch_layer
-  // The model is done with the expert handed out last: its slot goes back (on the next fetch,
-  // or at end_layer); unpinned, its slot must still hold the record, or it is fetched and
-  // handed out again.
-  if (in_use_) {
-    const Fetched done = *in_use_;
-    in_use_.reset();
+  Ready r;
+  if (next_ready_group(std::span<Ready>(&r, 1)) == 0) return -1;
+  view = r.view;
+  return r.index;
+}
+
+void IodExperts::settle_in_use() {
+  // The model is done with the experts handed out last: their slots go back (on the next fetch,
+  // or at end_layer); unpinned, each slot must still hold its record, or that expert is fetched
+  // and handed out again.
+  std::vector<size_t>& torn = torn_;
+  torn.clear();
+  for (const Fetched& done : in_use_) {
     // Unpinned, the header is checked now, not before: the kernels have just read this record,
     // so the check no longer takes its first TLB and cache miss on the step's critical path
     // (~5 us each here, 0.3 ms a token). It is read before intact() (whose fence orders it
@@ -426,23 +431,31 @@ int IodExperts::next_ready(ExpertView& view) {
       // Torn, or (not expected: iod checked it) a header that is not the record's: fetched
       // pinned, whose header check reports a record that really is wrong.
       timeline::instant("unpinned_torn", "compute", layer_, experts_[done.index]);
-      pin_the_rest(done.index);
+      torn.push_back(done.index);
     }
   }
+  in_use_.clear();
+  if (!torn.empty()) pin_the_rest(torn);
+}
+
+size_t IodExperts::next_ready_group(std::span<Ready> out) {
+  if (out.empty()) return 0;
+  finish_refill();  // the layer's first fetch, sent by fetch_layer
+  settle_in_use();
+  size_t k = 0;
   if (unpinned_) {
-    if (window_.empty()) return -1;
-    const Fetched f = window_.front();
-    if (client_->state(f.handle) == ipc::SlotState::Ready) {
-      // Pointers from the manifest's layout only (expert_view): nothing in the slot is trusted
-      // before the check above.
-      view = expert_view(client_->slot_data(f.handle.slot), layer_info(layer_).layout, codebooks(layer_));
+    // In order, as many as are still READY (pointers from the manifest's layout only, via
+    // expert_view: nothing in a slot is trusted before the check above).
+    while (k < out.size() && !window_.empty() && client_->state(window_.front().handle) == ipc::SlotState::Ready) {
+      const Fetched f = window_.front();
       window_.erase(window_.begin());
-      in_use_ = f;
+      out[k++] = {int(f.index), expert_view(client_->slot_data(f.handle.slot), layer_info(layer_).layout, codebooks(layer_))};
+      in_use_.push_back(f);
       timeline::instant("expert_ready", "compute", layer_, experts_[f.index]);
-      return int(f.index);
     }
+    if (k > 0 || window_.empty()) return k;
     // Reused before its turn: this expert and the rest of the layer are fetched and pinned.
-    pin_the_rest(std::nullopt);
+    pin_the_rest({});
   }
   // Refill once half the window is free (a fetch per expert would cost a round trip each), or
   // when nothing fetched is left to hand out.
@@ -450,7 +463,7 @@ int IodExperts::next_ready(ExpertView& view) {
   const size_t free_slots = window_cap_ - window_.size();
   if (remaining > 0 && (window_.empty() || free_slots >= std::max<size_t>(1, window_cap_ / 2)))
     refill(std::min(free_slots, remaining));
-  if (window_.empty()) return -1;
+  if (window_.empty()) return 0;
 
   // Completion order: the first slot already READY; else wait on the oldest outstanding one.
   size_t pick = 0;
@@ -467,16 +480,35 @@ int IodExperts::next_ready(ExpertView& view) {
     wait_alive(window_[pick].handle);
     if (client_->state(window_[pick].handle) == ipc::SlotState::Failed) drop_failed(pick);
   }
-  in_use_ = window_[pick];
+  const Fetched first = window_[pick];
+  in_use_.push_back(first);
   window_.erase(window_.begin() + ptrdiff_t(pick));
-  const size_t idx = in_use_->index;
-  timeline::instant("expert_ready", "compute", layer_, experts_[idx]);
+  timeline::instant("expert_ready", "compute", layer_, experts_[first.index]);
   try {
-    view = view_of(layer_, experts_[idx], in_use_->handle);
+    out[k++] = {int(first.index), view_of(layer_, experts_[first.index], first.handle)};
   } catch (const Error& e) {  // a slot whose header is not the record asked for: that record's fault
-    throw ExpertUnavailable(layer_, experts_[idx], e.what());
+    throw ExpertUnavailable(layer_, experts_[first.index], e.what());
   }
-  return int(idx);
+  // Then any others READY now, without waiting. One whose header is wrong stays in the window:
+  // it comes first in the next call, which reports it (the group handed out here is intact).
+  for (size_t i = 0; i < window_.size() && k < out.size();) {
+    const Fetched f = window_[i];
+    if (client_->state(f.handle) != ipc::SlotState::Ready) {
+      ++i;
+      continue;
+    }
+    ExpertView v;
+    try {
+      v = view_of(layer_, experts_[f.index], f.handle);
+    } catch (const Error&) {
+      break;
+    }
+    window_.erase(window_.begin() + ptrdiff_t(i));
+    in_use_.push_back(f);
+    out[k++] = {int(f.index), v};
+    timeline::instant("expert_ready", "compute", layer_, experts_[f.index]);
+  }
+  return k;
 }
 
 void IodExperts::drop_failed(size_t i) {
@@ -507,12 +539,12 @@ void IodExperts::end_layer() {
   // Every expert handed out: the layer ran to its end (else an error ends it part way).
   const bool completed = layer_ >= 0 && next_fetch_ == experts_.size() && window_.empty();
   if (unpinned_) {  // nothing of it is pinned
-    in_use_.reset();
+    in_use_.clear();
     window_.clear();
     unpinned_ = false;
   }
-  if (in_use_) to_release_.push_back(in_use_->handle);
-  in_use_.reset();
+  for (const Fetched& f : in_use_) to_release_.push_back(f.handle);
+  in_use_.clear();
   for (const Fetched& f : window_) to_release_.push_back(f.handle);
   window_.clear();
   // The pins go back with the next message: the lookahead hint the model sends right after a

@@ -65,6 +65,11 @@ class IodExperts : public ExpertSource {
 
   void fetch_layer(int layer, std::span<const int> experts) override;
   int next_ready(ExpertView& view) override;
+  // Several at once (the model applies them on several threads): pinned, the first as
+  // next_ready gives it (waiting if none is READY), then every other READY one; unpinned, as
+  // many as are still READY, in order. All are settled (released, or checked intact) on the
+  // next call.
+  size_t next_ready_group(std::span<Ready> out) override;
   void end_layer() override;
 
   // iod's daemon-wide counters (hits, misses, bytes read); differences over a request are its own
@@ -153,7 +158,11 @@ class IodExperts : public ExpertSource {
     ipc::SlotHandle handle;
   };
   std::vector<Fetched> window_;  // fetched, not yet handed out (in fetch order)
-  std::optional<Fetched> in_use_;  // handed out by the last next_ready()
+  std::vector<Fetched> in_use_;  // handed out by the last next_ready() or next_ready_group()
+  std::vector<size_t> torn_;     // settle_in_use's buffer
+  // The model is done with in_use_: pinned, their pins go to to_release_; unpinned, each is
+  // checked intact (its use recorded) or, torn, fetched pinned again with the rest.
+  void settle_in_use();
 
   // Unpinned reads (above). While unpinned_, window_ holds the remembered handles, none pinned.
   bool unpinned_reads_ = true;
@@ -167,9 +176,9 @@ class IodExperts : public ExpertSource {
   static constexpr std::chrono::milliseconds kRescanInterval{50};
   std::chrono::steady_clock::time_point last_scan_{};
   std::vector<ipc::ExpertStoreClient::ReadySlot> scan_;  // learn_ready_slots' buffer, reused
-  // The unpinned layer goes pinned: `torn` (an index already handed out, or none) and every
-  // expert not yet handed out are fetched, pinned, into the window.
-  void pin_the_rest(std::optional<size_t> torn);
+  // The unpinned layer goes pinned: `torn` (indices already handed out) and every expert not
+  // yet handed out are fetched, pinned, into the window (the torn ones first).
+  void pin_the_rest(std::span<const size_t> torn);
   void record_use(int expert);
   // One touch of uses_: one-way; when none can go, kept for later unless `now` (then waited for).
   void send_uses(bool now);

@@ -43,4 +43,17 @@ ExpertView ResidentExperts::expert(int layer, int expert) {
                      l.codebooks.empty() ? nullptr : l.codebooks.data());
 }
 
+size_t ResidentExperts::next_ready_group(std::span<Ready> out) {
+  // The default batch protocol's next_ready hands the experts out in order; its release of the
+  // one handed out before is a no-op here, so every view of the group stays valid.
+  size_t k = 0;
+  for (; k < out.size(); ++k) {
+    ExpertView v;
+    const int i = next_ready(v);
+    if (i < 0) break;
+    out[k] = {i, v};
+  }
+  return k;
+}
+
 }  // namespace waste

@@ -16,6 +16,8 @@ class ResidentExperts : public ExpertSource {
   // Reads all records (checksums verified), with a progress bar when `progress`.
   ResidentExperts(const Container& container, bool progress);
   ExpertView expert(int layer, int expert) override;
+  // Views into RAM that never move: as many as asked for, in the batch's order.
+  size_t next_ready_group(std::span<Ready> out) override;
   ExpertSourceStats stats() const override { return stats_; }
   uint64_t resident_bytes() const { return bytes_; }
 

@@ -22,6 +22,15 @@ int ExpertSource::next_ready(ExpertView& view) {
   return i;
 }
 
+size_t ExpertSource::next_ready_group(std::span<Ready> out) {
+  if (out.empty()) return 0;
+  ExpertView v;
+  const int i = next_ready(v);
+  if (i < 0) return 0;
+  out[0] = {i, v};
+  return 1;
+}
+
 void ExpertSource::end_layer() {
   if (batch_held_ >= 0) release(batch_layer_, batch_[size_t(batch_held_)]);
   batch_held_ = -1;

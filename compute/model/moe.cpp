@@ -8,6 +8,7 @@
 #include "compute/model/ops.h"
 #include "compute/model/rvq_experts.h"
 #include "shared/util/error.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste {
 
@@ -21,6 +22,10 @@ void mlp_forward(const ModelConfig& c, const MlpWeights& w, const float* x, int6
 }
 
 namespace {
+
+// Experts taken at once per pool thread (step 4): 16 gave a 1024-id resident prefill's expert
+// phase 5% less time than 4 (3 rounds alternated), 2 was slower than one at a time.
+constexpr int kGroupPerThread = 16;
 
 // Step 2's result: the batch's (row, weight) pairs grouped by expert, in flat arrays. Expert
 // ids[i] (ascending) serves the pairs offsets[i] .. offsets[i + 1] of rows and weights, in the
@@ -41,6 +46,8 @@ struct MoeScratch {
   std::vector<float> contrib, acc, in, out;
   std::vector<float> z_latent, shared_out;  // the routed experts' input (K3), the shared expert's output
   std::vector<int> chosen;  // the route's [n, k] experts and weights
+  std::vector<ExpertSource::Ready> ready;  // a group of experts handed out at once (step 4)
+  std::vector<size_t> alone;               // which of them run each on one thread
   std::vector<float> weight;
   ExpertGroups groups;
   std::unique_ptr<RvqExpertBatch> rvq;
@@ -107,19 +114,50 @@ void check_expert_shape(const ModelConfig& c, int layer, int expert, const Exper
 }
 
 // Step 4. Each expert as it arrives (completion order through iod; the batch was asked for with
-// fetch_layer in step 3): its pairs' outputs, each
-// times its weight, into its own rows of ws.contrib [pairs, Z]. Which order they arrive in
-// never shows: step 5 sums them in expert order. An expert handed out again (its first view
-// was torn) overwrites its rows.
+// fetch_layer in step 3): its pairs' outputs, each times its weight, into its own rows of
+// ws.contrib [pairs, Z]. Which order they arrive in never shows: step 5 sums them in expert
+// order. An expert handed out again (its first view was torn) overwrites its rows.
+//
+// With several rows (a prefill chunk, batched sessions) the experts ready at once are taken as a
+// group and each runs whole on one thread, every row's tables built first: split by row tiles
+// instead, every thread read every table of the expert's rows (442 KiB a row on Kimi-Linear's
+// gate and up, from memory in a 128-row chunk) and met the others at three barriers an expert
+// (waste-bench-kernels --prefill: 0.76 of the time). One expert at a time, or one with more
+// rows than a thread's buffers hold, still splits by tiles.
+void apply_one_expert(const ModelConfig& c, const ExpertView& v, const ExpertGroups& g, size_t i, const float* z,
+                      int64_t n, int Z, MoeScratch& ws, RvqExpertBatch*& rvq) {
+  const size_t first = g.offsets[i];
+  const int64_t m = int64_t(g.size(i));
+  float* dst = &ws.contrib[first * size_t(Z)];
+  if (v.format == TensorFormat::VQ3R) {
+    // Compressed experts go through the RVQ lookup-table kernels.
+    if (!rvq) rvq = &rvq_batch(ws, c, z, n, Z);
+    rvq->apply_rows(v, &g.rows[first], &g.weights[first], m, dst);
+    return;
+  }
+  ws.in.resize(size_t(m) * Z);
+  ws.out.resize(size_t(m) * Z);
+  for (int64_t r = 0; r < m; ++r) std::copy_n(z + size_t(g.rows[first + size_t(r)]) * Z, Z, &ws.in[size_t(r) * Z]);
+  apply_lossless_expert(c, v, ws.in.data(), m, ws.out.data());
+  for (int64_t r = 0; r < m; ++r) {
+    const float wt = g.weights[first + size_t(r)];
+    for (int d = 0; d < Z; ++d) dst[size_t(r) * Z + d] = wt * ws.out[size_t(r) * Z + d];
+  }
+}
+
 void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const ExpertGroups& g, const float* z,
                    int64_t n, int Z, MoeScratch& ws, PhaseClock& clock, std::vector<RowFault>* faults) {
   ws.contrib.resize(g.rows.size() * size_t(Z));  // every row is overwritten below
   RvqExpertBatch* rvq = nullptr;                  // made on the first VQ3R expert
+  ThreadPool& pool = ThreadPool::global();
+  // A group of several per thread: the pool hands them out as threads free up, so experts of
+  // different row counts even out.
+  const size_t group = n > 1 && pool.size() > 1 ? size_t(kGroupPerThread) * pool.size() : 1;
+  ws.ready.resize(group);
   for (;;) {
-    ExpertView v;
-    int i;
+    size_t k;
     try {
-      i = experts.next_ready(v);
+      k = experts.next_ready_group(std::span<ExpertSource::Ready>(ws.ready.data(), group));
     } catch (const ExpertUnavailable& lost) {
       // Only the rows routed to this expert are at fault: they get no contribution from it
       // and are reported; every other row of the batch comes out exact.
@@ -131,28 +169,36 @@ void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const
       for (size_t p = g.offsets[k_lost]; p < g.offsets[k_lost + 1]; ++p) faults->push_back({g.rows[p], lost.what()});
       continue;
     }
-    clock.lap(&PhaseTimes::fetch_wait, layer, i < 0 ? -1 : g.ids[size_t(i)]);
-    if (i < 0) break;
-    const int e = g.ids[size_t(i)];
-    check_expert_shape(c, layer, e, v, Z);
-    const size_t first = g.offsets[size_t(i)];
-    const int64_t m = int64_t(g.size(size_t(i)));
-    float* dst = &ws.contrib[first * size_t(Z)];
-    if (v.format == TensorFormat::VQ3R) {
-      // Compressed experts go through the RVQ lookup-table kernels.
-      if (!rvq) rvq = &rvq_batch(ws, c, z, n, Z);
-      rvq->apply_rows(v, &g.rows[first], &g.weights[first], m, dst);
-    } else {
-      ws.in.resize(size_t(m) * Z);
-      ws.out.resize(size_t(m) * Z);
-      for (int64_t r = 0; r < m; ++r) std::copy_n(z + size_t(g.rows[first + size_t(r)]) * Z, Z, &ws.in[size_t(r) * Z]);
-      apply_lossless_expert(c, v, ws.in.data(), m, ws.out.data());
-      for (int64_t r = 0; r < m; ++r) {
-        const float wt = g.weights[first + size_t(r)];
-        for (int d = 0; d < Z; ++d) dst[size_t(r) * Z + d] = wt * ws.out[size_t(r) * Z + d];
-      }
+    clock.lap(&PhaseTimes::fetch_wait, layer, k == 0 ? -1 : g.ids[size_t(ws.ready[0].index)]);
+    if (k == 0) break;
+    // Those that run alone on a thread: VQ3R with few enough rows; the rest one by one here.
+    ws.alone.clear();
+    for (size_t j = 0; j < k; ++j) {
+      const ExpertSource::Ready& r = ws.ready[j];
+      const size_t i = size_t(r.index);
+      check_expert_shape(c, layer, g.ids[i], r.view, Z);
+      if (k > 1 && r.view.format == TensorFormat::VQ3R && int64_t(g.size(i)) <= RvqExpertBatch::kAloneMaxRows)
+        ws.alone.push_back(j);
+      else
+        apply_one_expert(c, r.view, g, i, z, n, Z, ws, rvq);
     }
-    clock.lap(&PhaseTimes::experts, layer, e);
+    if (ws.alone.size() == 1) {
+      const ExpertSource::Ready& r = ws.ready[ws.alone[0]];
+      apply_one_expert(c, r.view, g, size_t(r.index), z, n, Z, ws, rvq);
+    } else if (!ws.alone.empty()) {
+      if (!rvq) rvq = &rvq_batch(ws, c, z, n, Z);
+      rvq->build_all(ws.ready[ws.alone[0]].view.codebooks);
+      const RvqExpertBatch& tables = *rvq;
+      pool.parallel_for(ws.alone.size(), 1, [&](size_t b, size_t e) {
+        for (size_t a = b; a < e; ++a) {
+          const ExpertSource::Ready& r = ws.ready[ws.alone[a]];
+          const size_t first = g.offsets[size_t(r.index)];
+          tables.apply_rows_alone(r.view, &g.rows[first], &g.weights[first], int64_t(g.size(size_t(r.index))),
+                                  &ws.contrib[first * size_t(Z)]);
+        }
+      });
+    }
+    clock.lap(&PhaseTimes::experts, layer, g.ids[size_t(ws.ready[0].index)]);
   }
 }
 

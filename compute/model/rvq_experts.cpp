@@ -24,6 +24,8 @@ struct RvqExpertBatch::Impl {
   std::vector<ExpertTables*> build_out;
 };
 
+const int64_t RvqExpertBatch::kAloneMaxRows = kThreadExpertRows;
+
 RvqExpertBatch::RvqExpertBatch(bool situ, float beta, float beta_linear) : impl_(std::make_unique<Impl>()) {
   impl_->act.kind = situ ? ExpertActivation::Kind::SiTU : ExpertActivation::Kind::SiLU;
   impl_->act.beta = beta;
@@ -45,6 +47,46 @@ void RvqExpertBatch::set_inputs(const float* z, int64_t n, int hidden) {
   if (impl_->tables.size() < size_t(n)) impl_->tables.resize(size_t(n));
   else if (impl_->tables.size() > std::max(size_t(n), kKeptRows)) impl_->tables.resize(std::max(size_t(n), kKeptRows));
   impl_->built.assign(size_t(n), false);
+}
+
+void RvqExpertBatch::build_all(const float* codebooks) {
+  Impl& s = *impl_;
+  if (codebooks != s.books) {
+    s.books = codebooks;
+    s.built.assign(size_t(s.n), false);
+  }
+  s.build_inputs.clear();
+  s.build_out.clear();
+  for (int64_t r = 0; r < s.n; ++r) {
+    if (s.built[size_t(r)]) continue;
+    s.build_inputs.push_back(s.z + r * s.hidden);
+    s.build_out.push_back(&s.tables[size_t(r)]);
+    s.built[size_t(r)] = true;
+  }
+  build_expert_tables_batch(s.build_inputs.data(), int(s.build_inputs.size()), s.hidden, codebooks,
+                            s.build_out.data(), &ThreadPool::global());
+}
+
+void RvqExpertBatch::apply_rows_alone(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m,
+                                      float* out) const {
+  const Impl& s = *impl_;
+  require(v.hidden == s.hidden, "VQ3R expert of width " + std::to_string(v.hidden) + " applied to rows of width " +
+                                    std::to_string(s.hidden));
+  require(v.codebooks == s.books, "VQ3R expert apply: the layer's tables were built for other codebooks");
+  require(m >= 0 && m <= kAloneMaxRows, "VQ3R expert apply: " + std::to_string(m) + " rows on one thread (at most " +
+                                            std::to_string(kAloneMaxRows) + ")");
+  // Each thread's own, kept at its largest (kThreadExpertRows rows: the memory plan counts one
+  // per thread), so concurrent calls share nothing but the read-only tables.
+  thread_local ExpertScratch scratch;
+  thread_local std::vector<const ExpertTables*> selected;
+  selected.resize(size_t(m));
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t r = rows[i];
+    require(r >= 0 && r < s.n && s.built[size_t(r)], "VQ3R expert apply: row out of range or its tables not built");
+    selected[size_t(i)] = &s.tables[size_t(r)];
+  }
+  std::fill(out, out + size_t(m) * size_t(s.hidden), 0.0f);
+  apply_expert_batch(v, selected.data(), weights, int(m), s.act, scratch, out, nullptr);
 }
 
 void RvqExpertBatch::apply_rows(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out) {

@@ -21,7 +21,17 @@ class RvqExpertBatch {
   // object is meant to be reused layer after layer: table memory is kept between calls.
   void set_inputs(const float* z, int64_t n, int hidden);
   // out[i * hidden ...] = weights[i] * expert(z[rows[i]]) for i < m (overwritten, not added).
+  // The expert's row tiles are spread over the pool.
   void apply_rows(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out);
+
+  // Several experts at once, each on one thread (a prefill chunk: see moe.cpp). build_all
+  // builds every row's tables for the layer's codebooks first (over the pool); then
+  // apply_rows_alone may run concurrently on different threads, each on the calling thread
+  // only, for at most kAloneMaxRows rows (its buffers are the thread's own, bounded by that).
+  // The same bits as apply_rows.
+  static const int64_t kAloneMaxRows;
+  void build_all(const float* codebooks);
+  void apply_rows_alone(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out) const;
 
  private:
   struct Impl;

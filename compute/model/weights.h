@@ -63,6 +63,17 @@ class ExpertSource {
   // replaced by what it makes of the new view.
   virtual void fetch_layer(int layer, std::span<const int> experts);
   virtual int next_ready(ExpertView& view);
+  // Several experts at once, for applying them on several threads (a prefill chunk): fills
+  // out[0, k) with experts ready now, k >= 1 while any expert of the batch is left (it waits
+  // for the first as next_ready does), 0 once all were handed out. Every view handed out stays
+  // valid until the next next_ready, next_ready_group or end_layer call, which releases them
+  // all; an index may come again (as from next_ready). The default hands out one (next_ready):
+  // sources whose views stay valid longer, or that can hold several, hand out more.
+  struct Ready {
+    int index;  // into the batch's experts
+    ExpertView view;
+  };
+  virtual size_t next_ready_group(std::span<Ready> out);
   virtual void end_layer();
 
   virtual ExpertSourceStats stats() const { return {}; }

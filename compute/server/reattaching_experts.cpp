@@ -93,6 +93,10 @@ void ReattachingExperts::fetch_layer(int layer, std::span<const int> experts) {
 int ReattachingExperts::next_ready(ExpertView& view) {
   return forward([&] { return live().next_ready(view); });
 }
+
+size_t ReattachingExperts::next_ready_group(std::span<Ready> out) {
+  return forward([&] { return live().next_ready_group(out); });
+}
 void ReattachingExperts::end_layer() {
   forward([&] { live().end_layer(); });
 }

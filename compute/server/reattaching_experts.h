@@ -25,6 +25,7 @@ class ReattachingExperts : public ExpertSource {
   void prefetch(int layer, std::span<const int> experts) override;
   void fetch_layer(int layer, std::span<const int> experts) override;
   int next_ready(ExpertView& view) override;
+  size_t next_ready_group(std::span<Ready> out) override;
   void end_layer() override;
   // Counters of every daemon this source talked to, summed (a restarted iod starts from 0).
   ExpertSourceStats stats() const override;

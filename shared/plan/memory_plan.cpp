@@ -5,7 +5,9 @@
 #include <cstdio>
 
 #include "shared/model/vision_config.h"
+#include "shared/rvq/kernels.h"
 #include "shared/util/error.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste::plan {
 
@@ -59,8 +61,6 @@ uint64_t prefill_row_bytes(const ModelConfig& c) {
   const uint64_t z = uint64_t(c.expert_hidden()), i = uint64_t(c.moe_intermediate), k = uint64_t(c.top_k);
   const uint64_t widest = widest_projection(c);
   const uint64_t tables = 2 * (z / 8) * 3 * 256 + 3 * z * 4;  // gate + up tables, x copies
-  const uint64_t down = (i / 8) * 3 * 256 + i * 4;            // down tables of the row's input
-  const uint64_t experts = (3 * i + z) * 4;                   // gate, up, h; out
   const uint64_t contrib = k * z * 4;                         // weighted outputs per routed expert
   const uint64_t sums = 3 * z * 4;                            // in, out, acc
   const uint64_t int8 = widest * 11 / 8;
@@ -68,14 +68,24 @@ uint64_t prefill_row_bytes(const ModelConfig& c) {
   // output (hidden each). (Was four widest vectors: 295 KB a row on Kimi-Linear where the MLA
   // step holds 185.)
   const uint64_t layers = (attention_row_floats(c) + 3 * uint64_t(c.hidden)) * 4;
-  return tables + down + experts + contrib + sums + int8 + layers;
+  return tables + expert_scratch_row_bytes(c) + contrib + sums + int8 + layers;
+}
+
+uint64_t expert_scratch_row_bytes(const ModelConfig& c) {
+  const uint64_t z = uint64_t(c.expert_hidden()), i = uint64_t(c.moe_intermediate);
+  const uint64_t down = (i / 8) * 3 * 256 + i * 4;  // down tables of the row's input
+  const uint64_t experts = (3 * i + z) * 4;         // gate, up, h; out
+  return down + experts;
 }
 
 uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end) {
   const uint64_t widest = widest_projection(c);
   uint64_t per_session = uint64_t(c.vocab) * 4 + uint64_t(c.n_heads) * context * 4 + 16 * widest * 4;
   if (c.attn_res_block > 0) per_session += uint64_t(c.n_layers / c.attn_res_block + 2) * uint64_t(c.hidden) * 4;
-  return process_base_bytes(http_front_end) + kPrefillChunkRows * prefill_row_bytes(c) + per_session * sessions;
+  // Each compute thread's own expert buffers for experts it applies alone (kThreadExpertRows).
+  const uint64_t threads = uint64_t(ThreadPool::global_size()) * uint64_t(kThreadExpertRows) * expert_scratch_row_bytes(c);
+  return process_base_bytes(http_front_end) + kPrefillChunkRows * prefill_row_bytes(c) + threads +
+         per_session * sessions;
 }
 
 uint64_t vision_activation_bytes(const VisionConfig& v, uint64_t patches) {

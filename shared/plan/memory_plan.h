@@ -13,6 +13,8 @@
 //                            projection x 4, the AttnRes history (layers/block + 2 vectors of
 //                            hidden x 4); plus one prefill chunk's rows (prefill_row_bytes: the
 //                            MoE step's buffers, kept at their largest, and the layers' own);
+//                            plus per compute thread kThreadExpertRows rows of an expert's own
+//                            buffers (the experts of a chunk run side by side);
 //                            plus process_base_bytes() for the processes themselves (code,
 //                            libraries, tokenizer, thread stacks, allocator): compute's and
 //                            iod's, and waste-serve's when the instance runs it (--http).
@@ -75,6 +77,9 @@ constexpr uint64_t kPrefillChunkRows = 128;
 // experts' weighted outputs (top_k x expert_hidden), the MoE sums, the int8 copy of the widest
 // product input (1.375 bytes a value) and four widest vectors of the attention layers' own.
 uint64_t prefill_row_bytes(const ModelConfig& c);
+// Of those, an expert's own buffers per row it is applied to (down tables, gate, up, h, out);
+// each compute thread also keeps kThreadExpertRows rows of them (shared/rvq/kernels.h).
+uint64_t expert_scratch_row_bytes(const ModelConfig& c);
 constexpr int kMaxDefaultWorkingSets = 3;
 
 struct SessionState {

@@ -98,6 +98,11 @@ struct ExpertScratch {
   std::vector<RvqTables*> down_out;                      // per token: &down[i]
 };
 
+// An expert applied by one thread alone (the experts of a prefill chunk run side by side,
+// compute/model/moe.cpp) takes at most this many rows: that thread's ExpertScratch stays
+// bounded, and the memory plan counts one such scratch per compute thread.
+constexpr int kThreadExpertRows = 16;
+
 // y[hidden] += weight * down(act(gate x, up x)) for one expert in any format. For VQ3R the
 // view's codebooks must be those `t` was built with (else waste::Error).
 void apply_expert(const ExpertView& v, const ExpertTables& t, float weight, const ExpertActivation& act,

@@ -73,12 +73,14 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+unsigned ThreadPool::global_size() {
+  const char* env = std::getenv("WASTE_THREADS");
+  const int n = env ? std::atoi(env) : 0;
+  return n > 0 ? unsigned(n) : std::max(1u, std::thread::hardware_concurrency());
+}
+
 ThreadPool& ThreadPool::global() {
-  static ThreadPool pool([] {
-    const char* env = std::getenv("WASTE_THREADS");
-    int n = env ? std::atoi(env) : 0;
-    return unsigned(n > 0 ? n : 0);
-  }());
+  static ThreadPool pool(global_size());
   return pool;
 }
 

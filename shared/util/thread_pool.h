@@ -32,6 +32,9 @@ class ThreadPool {
 
   // A process-wide pool sized to the machine (or WASTE_THREADS).
   static ThreadPool& global();
+  // The threads global() has or would have, without making it (the memory planner counts
+  // per-thread buffers in processes that never compute).
+  static unsigned global_size();
 
  private:
   void worker_loop();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -806,6 +807,73 @@ TEST_CASE("IodExperts: an unpinned read whose slot was reused is fetched again a
   take_both_slots();
   CHECK(rest_of_layer() == std::vector<int>{0, 1});
   CHECK_EQ(src.unpinned_refetched(), 4u);
+  CHECK_EQ(t.iod.stop(), 0);
+}
+
+TEST_CASE("IodExperts: experts handed out several at once stay intact together; torn ones come again") {
+  // The model applies a prefill chunk's experts side by side (next_ready_group). 4 slots,
+  // experts 1 and 4 of the first MoE layer.
+  TinyIod t(4);
+  const int l0 = int(t.l0);
+  const std::vector<int> want = {1, 4};
+  IodExperts src(t.c, t.iod.socket_path());
+  std::vector<uint8_t> rec(t.c.expert_layer(l0)->layout.stride);
+  // Every view of a group checked after the call that gave it (all valid at once); returns the
+  // group sizes of the layer and the indices handed out.
+  auto layer_in_groups = [&](std::vector<int>& handed) {
+    std::vector<size_t> sizes;
+    std::array<ExpertSource::Ready, 4> out;
+    for (size_t k; (k = src.next_ready_group(out)) > 0;) {
+      sizes.push_back(k);
+      for (size_t j = 0; j < k; ++j) {
+        handed.push_back(out[j].index);
+        t.c.read_record(l0, uint32_t(want[size_t(out[j].index)]), rec.data());
+        CHECK(std::memcmp(record_of(t.c, l0, out[j].view), rec.data(), rec.size()) == 0);
+      }
+    }
+    src.end_layer();
+    src.flush_releases();
+    return sizes;
+  };
+  std::vector<int> handed;
+  // Pinned, cold: the first is waited for; all are handed out once.
+  src.set_unpinned_reads(false);
+  src.fetch_layer(l0, want);
+  layer_in_groups(handed);
+  std::sort(handed.begin(), handed.end());
+  CHECK(handed == std::vector<int>{0, 1});
+  // Pinned, warm: both READY, one group.
+  handed.clear();
+  src.fetch_layer(l0, want);
+  CHECK(layer_in_groups(handed) == std::vector<size_t>{2});
+  // Unpinned, warm: one group, no fetch.
+  src.set_unpinned_reads(true);
+  handed.clear();
+  src.fetch_layer(l0, want);
+  CHECK_EQ(src.unpinned_layers(), 1u);
+  CHECK(layer_in_groups(handed) == std::vector<size_t>{2});
+  CHECK_EQ(src.unpinned_refetched(), 0u);
+  // Unpinned, and another client takes both slots while the model holds the group: both are
+  // torn, fetched pinned and handed out again under their indices, intact.
+  handed.clear();
+  src.fetch_layer(l0, want);
+  CHECK_EQ(src.unpinned_layers(), 2u);
+  std::array<ExpertSource::Ready, 4> out;
+  REQUIRE_EQ(src.next_ready_group(out), 2u);
+  const uint64_t touched = src.uses_touched();  // the pass before's uses went with this new pass
+  CHECK_EQ(touched, 2u);
+  {
+    ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id());
+    const std::vector<uint32_t> ex = {0, 2, 3, 5};
+    auto hs = other.fetch(t.l0, ex);
+    check_records(t.c, other, t.l0, ex, hs);
+    other.release(hs);
+  }
+  layer_in_groups(handed);
+  std::sort(handed.begin(), handed.end());
+  CHECK(handed == std::vector<int>{0, 1});
+  CHECK_EQ(src.unpinned_refetched(), 2u);
+  CHECK_EQ(src.uses_touched(), touched);  // a torn read is no use: the fetch counted them
   CHECK_EQ(t.iod.stop(), 0);
 }
 

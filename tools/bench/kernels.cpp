@@ -1,6 +1,9 @@
 // waste-bench-kernels: throughput of the VQ3R kernels on routed-expert shapes, with codes
 // streaming from memory (a few hundred MB of distinct experts, far beyond cache).
 //   waste-bench-kernels [MB of experts per shape, default 256]
+//   waste-bench-kernels --prefill [MB]: one MoE layer of a 128-row prefill chunk over MB of
+//     Kimi-Linear experts, an expert's row tiles split over the threads against whole experts
+//     side by side (as moe.cpp runs a chunk), alternated round by round.
 //   waste-bench-kernels --pages [MB]: apply_expert on codes in /dev/shm (4 KiB pages, as iod's
 //     cache on a default mount) against codes in anonymous memory on transparent huge pages (as
 //     `--resident`), alternated round by round, best and median of the rounds (issue 17).
@@ -186,6 +189,100 @@ int pages_main(size_t mb) {
   return 0;
 }
 
+// One routed-expert step of a prefill chunk on the Kimi-Linear shape, as moe_forward runs it
+// resident: `chunk` tokens each route to 8 distinct experts of the bank (pseudo-random, a new
+// routing each round), the pairs grouped by expert, each token's gate/up tables built when its
+// first expert needs them (RvqExpertBatch), each expert applied to all of its tokens. Two ways
+// to spread it over the pool, alternated round by round:
+//   tiles:   experts one after another, each expert's row tiles split over the threads (the
+//            engine before 2026-12-06, and still for one row): every thread reads every table
+//            of the expert's tokens, and meets the others at three barriers an expert;
+//   experts: every token's tables built first (blocks over the pool), then whole experts
+//            handed to the threads (the engine's prefill now): each table and code read by one.
+// Printed: ms per chunk token (wall), best and median of the rounds.
+int prefill_main(size_t mb, int chunk) {
+  ThreadPool& pool = ThreadPool::global();
+  const int H = 2304, I = 1024, top_k = 8;
+  ExpertBank bank = make_bank(H, I, mb);
+  const int E = bank.count;
+  if (E < top_k) { std::fprintf(stderr, "waste-bench-kernels --prefill: %zu MB holds fewer than 8 experts\n", mb); return 2; }
+  std::printf("# waste-bench-kernels --prefill: %s, %u threads, %d experts (%.0f MB), chunk %d, top %d\n",
+              cpu_summary().c_str(), pool.size(), E, double(bank.codes.size()) / 1e6, chunk, top_k);
+  const ExpertActivation act;
+  std::vector<std::vector<float>> xs;
+  for (int t = 0; t < chunk; ++t) xs.push_back(input(H, 100 + uint64_t(t)));
+  std::vector<ExpertTables> tables(static_cast<size_t>(chunk));
+  std::vector<float> contrib(size_t(chunk) * top_k * H);
+  ExpertScratch scratch;
+  constexpr int kRounds = 7;
+  std::vector<double> ms[2];
+  uint64_t seed = 12345;
+  for (int round = 0; round < kRounds; ++round) {
+    // Routing: per token 8 distinct experts; grouped by expert, tokens ascending.
+    std::vector<std::vector<int>> tokens_of(static_cast<size_t>(E));
+    for (int t = 0; t < chunk; ++t) {
+      std::vector<int> mine;
+      while (int(mine.size()) < top_k) {
+        seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+        const int e = int(seed % uint64_t(E));
+        if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+      }
+      for (int e : mine) tokens_of[size_t(e)].push_back(t);
+    }
+    std::vector<int> used;
+    std::vector<size_t> first(static_cast<size_t>(E));
+    size_t pairs = 0;
+    for (int e = 0; e < E; ++e) {
+      first[size_t(e)] = pairs;
+      pairs += tokens_of[size_t(e)].size();
+      if (!tokens_of[size_t(e)].empty()) used.push_back(e);
+    }
+    for (int way = 0; way < 2; ++way) {
+      const int w = (round % 2 == 0) ? way : 1 - way;  // alternate which runs first
+      const double t0 = wall_s();
+      if (w == 0) {
+        std::vector<bool> built(static_cast<size_t>(chunk), false);
+        for (int e : used) {
+          std::vector<const float*> in;
+          std::vector<ExpertTables*> out;
+          std::vector<const ExpertTables*> sel;
+          for (int t : tokens_of[size_t(e)]) {
+            if (!built[size_t(t)]) { in.push_back(xs[size_t(t)].data()); out.push_back(&tables[size_t(t)]); built[size_t(t)] = true; }
+            sel.push_back(&tables[size_t(t)]);
+          }
+          build_expert_tables_batch(in.data(), int(in.size()), H, bank.books.data(), out.data(), &pool);
+          std::vector<float> wts(sel.size(), 0.125f);
+          float* dst = &contrib[first[size_t(e)] * H];
+          std::fill(dst, dst + sel.size() * H, 0.0f);
+          apply_expert_batch(bank.view(e), sel.data(), wts.data(), int(sel.size()), act, scratch, dst, &pool);
+        }
+      } else {
+        std::vector<const float*> in;
+        std::vector<ExpertTables*> out;
+        for (int t = 0; t < chunk; ++t) { in.push_back(xs[size_t(t)].data()); out.push_back(&tables[size_t(t)]); }
+        build_expert_tables_batch(in.data(), chunk, H, bank.books.data(), out.data(), &pool);
+        pool.parallel_for(used.size(), 1, [&](size_t b, size_t en) {
+          thread_local ExpertScratch mine;  // one per pool thread
+          for (size_t k = b; k < en; ++k) {
+            const int e = used[k];
+            std::vector<const ExpertTables*> sel;
+            for (int t : tokens_of[size_t(e)]) sel.push_back(&tables[size_t(t)]);
+            std::vector<float> wts(sel.size(), 0.125f);
+            float* dst = &contrib[first[size_t(e)] * H];
+            std::fill(dst, dst + sel.size() * H, 0.0f);
+            apply_expert_batch(bank.view(e), sel.data(), wts.data(), int(sel.size()), act, mine, dst, nullptr);
+          }
+        });
+      }
+      ms[w].push_back((wall_s() - t0) / chunk * 1e3);
+    }
+  }
+  for (auto& v : ms) std::sort(v.begin(), v.end());
+  std::printf("ms per chunk token, best (median): tiles %.3f (%.3f), experts %.3f (%.3f); experts / tiles median %.3f\n",
+              ms[0][0], ms[0][kRounds / 2], ms[1][0], ms[1][kRounds / 2], ms[1][kRounds / 2] / ms[0][kRounds / 2]);
+  return 0;
+}
+
 }  // namespace
 
 // The MB argument: a whole number in [1, 65536]; anything else ends the run naming it.
@@ -194,20 +291,21 @@ size_t mb_argument(const char* text) {
   const long long v = std::strtoll(text, &end, 10);
   if (end == text || *end != '\0' || v < 1 || v > 65536) {
     std::fprintf(stderr, "waste-bench-kernels: MB of experts must be a whole number in 1..65536, not '%s'\n"
-                 "usage: waste-bench-kernels [MB] | --pages [MB]\n", text);
+                 "usage: waste-bench-kernels [MB] | --pages [MB] | --prefill [MB]\n", text);
     std::exit(2);
   }
   return size_t(v);
 }
 
 int main(int argc, char** argv) {
-  const bool pages = argc > 1 && std::string(argv[1]) == "--pages";
+  const bool pages = argc > 1 && (std::string(argv[1]) == "--pages" || std::string(argv[1]) == "--prefill");
   const int first = pages ? 2 : 1;
   if (argc > first + 1) {
-    std::fprintf(stderr, "waste-bench-kernels: unexpected argument '%s'\nusage: waste-bench-kernels [MB] | --pages [MB]\n",
+    std::fprintf(stderr, "waste-bench-kernels: unexpected argument '%s'\nusage: waste-bench-kernels [MB] | --pages [MB] | --prefill [MB]\n",
                  argv[first + 1]);
     return 2;
   }
+  if (pages && std::string(argv[1]) == "--prefill") return prefill_main(argc > 2 ? mb_argument(argv[2]) : 680, 128);
   if (pages) return pages_main(argc > 2 ? mb_argument(argv[2]) : 512);
   const size_t mb = argc > 1 ? mb_argument(argv[1]) : 256;
   ThreadPool& pool = ThreadPool::global();

@@ -9,6 +9,7 @@
 #include <thread>
 #include <cstdlib>
 #include <map>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "shared/model/tensors.h"
 #include "shared/rvq/encoder.h"
 #include "shared/util/file.h"
+#include "shared/util/thread_pool.h"
 
 using namespace waste;
 
@@ -102,7 +104,57 @@ class VqExperts : public ExpertSource {
   std::map<std::pair<int, int>, std::array<EncodedMatrix, 3>> experts_;
 };
 
+// The same experts handed out several at once (their views stay valid: they live in the map),
+// counting the groups of more than one.
+class GroupedVqExperts : public VqExperts {
+ public:
+  using VqExperts::VqExperts;
+  size_t next_ready_group(std::span<Ready> out) override {
+    size_t k = 0;
+    for (ExpertView v; k < out.size(); ++k) {
+      const int i = next_ready(v);
+      if (i < 0) break;
+      out[k] = {i, v};
+    }
+    if (k > 1) ++groups;
+    return k;
+  }
+  int groups = 0;
+};
+
 }  // namespace
+
+TEST_CASE("VQ3R experts applied side by side, several at once, give the bits of one at a time") {
+  // A prefill chunk's experts run whole on different threads (moe.cpp step 4); one at a time
+  // each expert's row tiles are split over the threads. Rows per expert on both sides of
+  // what one thread takes alone (kThreadExpertRows).
+  const char* root = std::getenv("WASTE_SHARED_DIR");
+  REQUIRE(root != nullptr);
+  Checkpoint ck = Checkpoint::open(std::string(root) + "/fixtures/kimi-linear");
+  const ModelConfig& c = ck.config();
+  CheckpointWeights weights(ck);
+  VqExperts one(ck, false);
+  GroupedVqExperts grouped(ck, false);
+  const int L = c.moe_layers().front();
+  const std::string p = "model.layers." + std::to_string(L) + ".block_sparse_moe.";
+  MoeWeights w;
+  w.router.gate = weights.matrix(p + "gate.weight");
+  w.router.bias = weights.vector(p + "gate.e_score_correction_bias");
+  const int64_t D = c.hidden;
+  for (int64_t n : {2, 9, 64}) {
+    CAPTURE(n);
+    std::vector<float> x(size_t(n * D)), ya(size_t(n * D)), yb(size_t(n * D));
+    for (int64_t t = 0; t < n; ++t) weights.embedding_row((5 + 11 * t) % c.vocab, &x[size_t(t * D)]);
+    std::vector<int> routed;
+    moe_forward(c, L, w, one, x.data(), n, ya.data(), nullptr, &routed);
+    const int before = grouped.groups;
+    moe_forward(c, L, w, grouped, x.data(), n, yb.data());
+    CHECK(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)) == 0);
+    // With one thread the model asks for one expert at a time; with more, in groups.
+    if (ThreadPool::global().size() > 1 && routed.size() > 1) CHECK(grouped.groups > before);
+  }
+  if (ThreadPool::global().size() < 2) MESSAGE("one thread: experts are asked for one at a time (groups not exercised)");
+}
 
 TEST_CASE("VQ3R experts through the RVQ kernels match the same codes decoded to f32") {
   const char* root = std::getenv("WASTE_SHARED_DIR");
