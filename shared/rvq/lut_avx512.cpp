@@ -1,6 +1,6 @@
 // AVX-512 (F/BW/VBMI) VQ3R kernels: table build 16 entries per instruction, and lookups of
-// 64 rows at once with two vpermi2b (entries 0-127 and 128-255) blended on the index's top
-// bit. Lookups are biased unsigned bytes, split into even/odd rows and summed exactly in
+// 64 rows at once with two merging vpermi2b (entries 128-255 where the index's top bit is
+// set, then 0-127 in the other lanes). Lookups are biased unsigned bytes, split into even/odd rows and summed exactly in
 // int16 per block of 8 vector positions, then flushed to f32 as the scalar reference does.
 // It has no AVX2 twin: without byte permutes AVX2 decodes instead (decode_avx2.cpp).
 #include <immintrin.h>
@@ -68,10 +68,13 @@ template <int NT>
 void lut_block(const uint8_t* base, size_t tile_stride, const RvqTables& t, int G, int g0, int g1, bool first_pass,
                bool lead, float* acc) {
   const uint8_t* q = t.q.data();
-  const __m512i low_byte = _mm512_set1_epi16(0x00ff);
   const __m512i bias = _mm512_set1_epi16(int16_t(kLutBias * kVqStages * (g1 - g0)));
-  __m512i ae[NT], ao[NT];
-  for (int k = 0; k < NT; ++k) ae[k] = ao[k] = _mm512_setzero_si512();
+  // Per 16-bit lane (an even row's byte below an odd row's): as[k] sums the lanes whole, mod
+  // 2^16, ao[k] the odd rows' bytes alone; the even rows' sum is as - 256 ao (mod 2^16),
+  // exact because it is at most 255 x 3 stages x 8 positions < 2^16. Three operations a
+  // lookup where masking out the even bytes took four.
+  __m512i as[NT], ao[NT];
+  for (int k = 0; k < NT; ++k) as[k] = ao[k] = _mm512_setzero_si512();
   for (int g = g0; g < g1; ++g) {
     const uint8_t* tg = q + size_t(g) * kVqStages * kVqEntries;
     // A prefill's tables (442 KiB per token for gate and up, each token's used by a few
@@ -91,11 +94,14 @@ void lut_block(const uint8_t* base, size_t tile_stride, const RvqTables& t, int 
     for (int k = 0; k < NT; ++k) {
       const uint8_t* c = base + k * tile_stride + size_t(g) * kVqStages * kVqTileRows;
       for (int s = 0; s < kVqStages; ++s) {
-        __m512i idx = _mm512_loadu_si512(c + s * kVqTileRows);
-        __m512i l = _mm512_permutex2var_epi8(T[s][0], idx, T[s][1]);
-        __m512i h = _mm512_permutex2var_epi8(T[s][2], idx, T[s][3]);
-        __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), l, h);
-        ae[k] = _mm512_add_epi16(ae[k], _mm512_and_si512(v, low_byte));
+        const __m512i idx = _mm512_loadu_si512(c + s * kVqTileRows);
+        // Entries 128-255 first, into the lanes whose index has its top bit set (the others
+        // keep the index itself, 0-127); then entries 0-127 into the others, indexed by that
+        // same vector: two merging permutes and no blend.
+        const __mmask64 high = _mm512_movepi8_mask(idx);
+        const __m512i h = _mm512_mask2_permutex2var_epi8(T[s][2], idx, high, T[s][3]);
+        const __m512i v = _mm512_mask2_permutex2var_epi8(T[s][0], h, _knot_mask64(high), T[s][1]);
+        as[k] = _mm512_add_epi16(as[k], v);
         ao[k] = _mm512_add_epi16(ao[k], _mm512_srli_epi16(v, 8));
       }
     }
@@ -103,7 +109,8 @@ void lut_block(const uint8_t* base, size_t tile_stride, const RvqTables& t, int 
   const __m512 sc = _mm512_set1_ps(t.block_scale[size_t(g0 / kLutBlockVectors)]);
   for (int k = 0; k < NT; ++k) {
     float* a = acc + size_t(k) * kVqTileRows;
-    const __m512i e = _mm512_sub_epi16(ae[k], bias), o = _mm512_sub_epi16(ao[k], bias);
+    const __m512i e = _mm512_sub_epi16(_mm512_sub_epi16(as[k], _mm512_slli_epi16(ao[k], 8)), bias);
+    const __m512i o = _mm512_sub_epi16(ao[k], bias);
     const __m256i parts[4] = {_mm512_castsi512_si256(e), _mm512_extracti64x4_epi64(e, 1), _mm512_castsi512_si256(o),
                               _mm512_extracti64x4_epi64(o, 1)};
     for (int p = 0; p < 4; ++p) {
