@@ -118,12 +118,13 @@ void check_expert_shape(const ModelConfig& c, int layer, int expert, const Exper
 // ws.contrib [pairs, Z]. Which order they arrive in never shows: step 5 sums them in expert
 // order. An expert handed out again (its first view was torn) overwrites its rows.
 //
-// With several rows (a prefill chunk, batched sessions) the experts ready at once are taken as a
-// group and each runs whole on one thread, every row's tables built first: split by row tiles
-// instead, every thread read every table of the expert's rows (442 KiB a row on Kimi-Linear's
-// gate and up, from memory in a 128-row chunk) and met the others at three barriers an expert
-// (waste-bench-kernels --prefill: 0.76 of the time). One expert at a time, or one with more
-// rows than a thread's buffers hold, still splits by tiles.
+// The experts ready at once are taken as a group and each runs whole on one thread, every
+// row's tables built first. Split by row tiles instead, every thread read every table of the
+// expert's rows (in a 128-row prefill chunk 442 KiB a row for Kimi-Linear's gate and up, from
+// memory: waste-bench-kernels --prefill, 0.73-0.78 of the time side by side) and met the others
+// at three barriers an expert (a decode's expert phase 0.69-0.76 side by side). One expert
+// ready alone (a read just landed), or one with more rows than a thread's buffers hold, still
+// splits by tiles.
 void apply_one_expert(const ModelConfig& c, const ExpertView& v, const ExpertGroups& g, size_t i, const float* z,
                       int64_t n, int Z, MoeScratch& ws, RvqExpertBatch*& rvq) {
   const size_t first = g.offsets[i];
@@ -152,7 +153,7 @@ void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const
   ThreadPool& pool = ThreadPool::global();
   // A group of several per thread: the pool hands them out as threads free up, so experts of
   // different row counts even out.
-  const size_t group = n > 1 && pool.size() > 1 ? size_t(kGroupPerThread) * pool.size() : 1;
+  const size_t group = pool.size() > 1 ? size_t(kGroupPerThread) * pool.size() : 1;
   ws.ready.resize(group);
   for (;;) {
     size_t k;

@@ -125,9 +125,9 @@ class GroupedVqExperts : public VqExperts {
 }  // namespace
 
 TEST_CASE("VQ3R experts applied side by side, several at once, give the bits of one at a time") {
-  // A prefill chunk's experts run whole on different threads (moe.cpp step 4); one at a time
-  // each expert's row tiles are split over the threads. Rows per expert on both sides of
-  // what one thread takes alone (kThreadExpertRows).
+  // The experts ready at once run whole on different threads (moe.cpp step 4); one at a time
+  // each expert's row tiles are split over the threads. One row (a decode) and rows per
+  // expert on both sides of what one thread takes alone (kThreadExpertRows).
   const char* root = std::getenv("WASTE_SHARED_DIR");
   REQUIRE(root != nullptr);
   Checkpoint ck = Checkpoint::open(std::string(root) + "/fixtures/kimi-linear");
@@ -141,7 +141,7 @@ TEST_CASE("VQ3R experts applied side by side, several at once, give the bits of 
   w.router.gate = weights.matrix(p + "gate.weight");
   w.router.bias = weights.vector(p + "gate.e_score_correction_bias");
   const int64_t D = c.hidden;
-  for (int64_t n : {2, 9, 64}) {
+  for (int64_t n : {1, 2, 9, 64}) {
     CAPTURE(n);
     std::vector<float> x(size_t(n * D)), ya(size_t(n * D)), yb(size_t(n * D));
     for (int64_t t = 0; t < n; ++t) weights.embedding_row((5 + 11 * t) % c.vocab, &x[size_t(t * D)]);
