@@ -21,6 +21,7 @@ CacheBudget plan_cache(const Container& c, const std::string& budget, uint32_t s
   req.record_stride = slot_bytes;
   req.context = compute.context;
   req.sessions = compute.sessions;
+  req.threads = compute.threads;
   req.http_front_end = compute.http_front_end;
   if (compute.prompt_cache != "auto") req.prompt_cache = plan::parse_size(compute.prompt_cache);
   if (slots_override > 0) {

@@ -9,6 +9,7 @@
 #include "shared/container/reader.h"
 #include "shared/image/image_budget.h"
 #include "shared/util/option_limits.h"
+#include "shared/util/thread_pool.h"
 
 namespace waste::iod {
 
@@ -26,6 +27,7 @@ struct ComputeShape {
   bool http_front_end = false;  // waste-serve runs beside compute (plan::PlanRequest::http_front_end)
   std::string prompt_cache = "auto";
   uint64_t image_patches = kDefaultImagePatches;
+  uint32_t threads = ThreadPool::global_size();  // compute's --threads (plan::PlanRequest::threads)
 };
 
 // The same plan as `waste plan` for the same container and shape (plan::plan_request_of).

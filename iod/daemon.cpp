@@ -141,6 +141,7 @@ int run_daemon(const DaemonOptions& o) {
   ComputeShape shape;
   shape.context = uint64_t(o.context);
   shape.sessions = uint32_t(o.sessions);
+  if (o.threads > 0) shape.threads = uint32_t(o.threads);
   shape.http_front_end = o.http_front_end;
   shape.prompt_cache = o.prompt_cache;
   shape.image_patches = uint64_t(o.image_patches);

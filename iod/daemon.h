@@ -16,6 +16,7 @@ struct DaemonOptions {
   uint32_t slots = 0;           // exact slot count (overrides --budget)
   int64_t context = limits::kDefaultContextTokens;  // compute's --ctx: the planner counts its session state
   int sessions = limits::kDefaultLiveSessions;  // compute's --sessions: session states the planner counts
+  int threads = 0;  // compute's --threads (0: its default, this machine's): the planner counts each one's buffers
   bool http_front_end = false;  // waste-serve runs in the instance (waste up --http): the planner counts its base
   int image_patches = kDefaultImagePatches;  // compute's --image-patches: the planner counts one such image
   std::string prompt_cache = "auto";  // compute's prompt-cache bytes, counted by the planner ("auto": its default)

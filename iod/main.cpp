@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
   app.add_option("--sessions", o.sessions, "compute's --sessions: session states in memory at once, which the planner counts (1)")
       ->check(CLI::Range(1, lim::kMaxSessions));
+  app.add_option("--threads", o.threads,
+                 "compute's --threads, each of whose expert buffers the planner counts (default: all cores, or "
+                 "WASTE_THREADS)")
+      ->check(CLI::Range(1, lim::kMaxThreads));
   app.add_flag("--http-front-end", o.http_front_end,
                "the instance runs waste-serve beside compute (waste up --http): the planner counts its memory");
   app.add_option("--prompt-cache", o.prompt_cache,

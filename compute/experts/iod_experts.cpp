@@ -439,7 +439,7 @@ void IodExperts::settle_in_use() {
 }
 
 size_t IodExperts::next_ready_group(std::span<Ready> out) {
-  if (out.empty()) return 0;
+  require(!out.empty(), "next_ready_group: no room for an expert (0 means the layer is done)");
   finish_refill();  // the layer's first fetch, sent by fetch_layer
   settle_in_use();
   size_t k = 0;
@@ -448,8 +448,9 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
     // expert_view: nothing in a slot is trusted before the check above).
     while (k < out.size() && !window_.empty() && client_->state(window_.front().handle) == ipc::SlotState::Ready) {
       const Fetched f = window_.front();
+      const ExpertView v = expert_view(client_->slot_data(f.handle.slot), layer_info(layer_).layout, codebooks(layer_));
       window_.erase(window_.begin());
-      out[k++] = {int(f.index), expert_view(client_->slot_data(f.handle.slot), layer_info(layer_).layout, codebooks(layer_))};
+      out[k++] = {int(f.index), v};
       in_use_.push_back(f);
       timeline::instant("expert_ready", "compute", layer_, experts_[f.index]);
     }
@@ -491,7 +492,10 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
   }
   // Then any others READY now, without waiting. One whose header is wrong stays in the window:
   // it comes first in the next call, which reports it (the group handed out here is intact).
-  for (size_t i = 0; i < window_.size() && k < out.size();) {
+  // While experts are still to be fetched, at most half the window: the rest is pinned for
+  // reads that land while the group computes (the refill comes once half is free).
+  const size_t most = next_fetch_ < experts_.size() ? std::max<size_t>(1, window_cap_ / 2) : out.size();
+  for (size_t i = 0; i < window_.size() && k < std::min(most, out.size());) {
     const Fetched f = window_[i];
     if (client_->state(f.handle) != ipc::SlotState::Ready) {
       ++i;

@@ -20,7 +20,7 @@
 // expert it does not know, again at most every kRescanInterval; same generation: the slot still
 // holds the record) is served with no fetch at all, each view straight from its slot, unpinned.
 // iod may reuse such a slot meanwhile, so after the model is done with a view (the next
-// next_ready) the slot's state word is read again: the
+// next_ready or next_ready_group) the slot's state word is read again: the
 // same READY generation means every byte the kernels read was the record's (iod changes the word
 // before a new record's bytes land); a changed one means the read may be torn, and that expert is
 // fetched pinned and handed out again under the same index (the model's result for it is

@@ -23,7 +23,7 @@ int ExpertSource::next_ready(ExpertView& view) {
 }
 
 size_t ExpertSource::next_ready_group(std::span<Ready> out) {
-  if (out.empty()) return 0;
+  require(!out.empty(), "next_ready_group: no room for an expert (0 means the layer is done)");
   ExpertView v;
   const int i = next_ready(v);
   if (i < 0) return 0;

@@ -176,6 +176,12 @@ void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const
     ws.alone.clear();
     for (size_t j = 0; j < k; ++j) {
       const ExpertSource::Ready& r = ws.ready[j];
+      // Two threads on one expert's rows would race: a source's index is checked, not trusted.
+      require(r.index >= 0 && size_t(r.index) < g.ids.size(),
+              "expert source handed out index " + std::to_string(r.index) + " of " + std::to_string(g.ids.size()));
+      for (size_t o = 0; o < j; ++o)
+        require(ws.ready[o].index != r.index, "expert source handed out index " + std::to_string(r.index) +
+                                                  " twice in one group");
       const size_t i = size_t(r.index);
       check_expert_shape(c, layer, g.ids[i], r.view, Z);
       if (k > 1 && r.view.format == TensorFormat::VQ3R && int64_t(g.size(i)) <= RvqExpertBatch::kAloneMaxRows)

@@ -24,7 +24,7 @@ class RvqExpertBatch {
   // The expert's row tiles are spread over the pool.
   void apply_rows(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out);
 
-  // Several experts at once, each on one thread (a prefill chunk: see moe.cpp). build_all
+  // Several experts at once, each on one thread (the MoE layer's groups: see moe.cpp). build_all
   // builds every row's tables for the layer's codebooks first (over the pool); then
   // apply_rows_alone may run concurrently on different threads, each on the calling thread
   // only, for at most kAloneMaxRows rows (its buffers are the thread's own, bounded by that).

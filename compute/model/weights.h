@@ -32,7 +32,7 @@ class WeightSource {
 using stats::ExpertSourceStats;
 
 // One expert's record could not be had (a failed read, a checksum mismatch): the fault of that
-// record alone, unlike a lost connection. next_ready() throws it after dropping the expert from
+// record alone, unlike a lost connection. next_ready() (or next_ready_group()) throws it after dropping the expert from
 // the batch, so the caller may go on with the others and fail only the rows that routed to it.
 class ExpertUnavailable : public Error {
  public:
@@ -63,12 +63,14 @@ class ExpertSource {
   // replaced by what it makes of the new view.
   virtual void fetch_layer(int layer, std::span<const int> experts);
   virtual int next_ready(ExpertView& view);
-  // Several experts at once, for applying them on several threads (a prefill chunk): fills
+  // Several experts at once, for applying them on several threads (the MoE layer does): fills
   // out[0, k) with experts ready now, k >= 1 while any expert of the batch is left (it waits
   // for the first as next_ready does), 0 once all were handed out. Every view handed out stays
   // valid until the next next_ready, next_ready_group or end_layer call, which releases them
-  // all; an index may come again (as from next_ready). The default hands out one (next_ready):
-  // sources whose views stay valid longer, or that can hold several, hand out more.
+  // all; an index may come again (as from next_ready), never twice in one group. A source
+  // throws ExpertUnavailable only before it has put any expert in `out` (the caller would
+  // never apply those). The default hands out one (next_ready): sources whose views stay
+  // valid longer, or that can hold several, hand out more.
   struct Ready {
     int index;  // into the batch's experts
     ExpertView view;

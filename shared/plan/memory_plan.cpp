@@ -78,13 +78,14 @@ uint64_t expert_scratch_row_bytes(const ModelConfig& c) {
   return down + experts;
 }
 
-uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end) {
+uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end,
+                       uint32_t threads) {
   const uint64_t widest = widest_projection(c);
   uint64_t per_session = uint64_t(c.vocab) * 4 + uint64_t(c.n_heads) * context * 4 + 16 * widest * 4;
   if (c.attn_res_block > 0) per_session += uint64_t(c.n_layers / c.attn_res_block + 2) * uint64_t(c.hidden) * 4;
   // Each compute thread's own expert buffers for experts it applies alone (kThreadExpertRows).
-  const uint64_t threads = uint64_t(ThreadPool::global_size()) * uint64_t(kThreadExpertRows) * expert_scratch_row_bytes(c);
-  return process_base_bytes(http_front_end) + kPrefillChunkRows * prefill_row_bytes(c) + threads +
+  const uint64_t per_thread = uint64_t(kThreadExpertRows) * expert_scratch_row_bytes(c);
+  return process_base_bytes(http_front_end) + kPrefillChunkRows * prefill_row_bytes(c) + per_thread * threads +
          per_session * sessions;
 }
 
@@ -131,11 +132,15 @@ MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
   p.memory = memory;
   p.context = r.context;
   p.sessions = r.sessions;
+  p.threads = r.threads;
   p.trunk_source = r.trunk_source;
   p.state_per_session = session_state(c, r.mla_cache);
   p.trunk = r.trunk_bytes;
   p.session_state = p.state_per_session.bytes(r.context) * r.sessions;
-  p.scratch = scratch_bytes(c, r.context, r.sessions, r.http_front_end);
+  require(r.threads >= 1 && r.threads <= uint32_t(limits::kMaxThreads),
+          "memory plan: compute threads must be in 1.." + std::to_string(limits::kMaxThreads) + ", not " +
+              std::to_string(r.threads));
+  p.scratch = scratch_bytes(c, r.context, r.sessions, r.http_front_end, r.threads);
   p.http_front_end = r.http_front_end;
   p.record_stride = r.record_stride;
   p.experts_in_flight = uint64_t(c.top_k) * r.record_stride;

@@ -14,7 +14,7 @@
 //                            hidden x 4); plus one prefill chunk's rows (prefill_row_bytes: the
 //                            MoE step's buffers, kept at their largest, and the layers' own);
 //                            plus per compute thread kThreadExpertRows rows of an expert's own
-//                            buffers (the experts of a chunk run side by side);
+//                            buffers (the experts of a batch run side by side);
 //                            plus process_base_bytes() for the processes themselves (code,
 //                            libraries, tokenizer, thread stacks, allocator): compute's and
 //                            iod's, and waste-serve's when the instance runs it (--http).
@@ -40,6 +40,7 @@
 #include "shared/model/config.h"
 #include "shared/model/mla_cache.h"
 #include "shared/platform/memory.h"
+#include "shared/util/thread_pool.h"
 #include "shared/util/option_limits.h"
 
 namespace waste {
@@ -93,7 +94,8 @@ struct SessionState {
 SessionState session_state(const ModelConfig& c, MlaCacheFormat mla);
 constexpr uint64_t kMinPromptCacheBytes = 64ull << 20;
 uint64_t default_prompt_cache_bytes(const ModelConfig& c, MlaCacheFormat mla, uint64_t context);
-uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end);
+uint64_t scratch_bytes(const ModelConfig& c, uint64_t context, uint32_t sessions, bool http_front_end,
+                       uint32_t threads);
 
 // The per-image patch budget the vision encoder uses by default (256 image tokens).
 constexpr uint64_t kDefaultVisionPatches = uint64_t(kDefaultImagePatches);  // shared/image/image_budget.h
@@ -121,6 +123,9 @@ struct PlanRequest {
   uint64_t record_stride = 0;   // bytes of one expert record (slot size)
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default --ctx
   uint32_t sessions = uint32_t(limits::kDefaultLiveSessions);  // session states in memory at once
+  // compute's threads (its --threads; default: this machine's, ThreadPool::global_size): each
+  // keeps kThreadExpertRows rows of an expert's buffers (the experts of a batch run side by side)
+  uint32_t threads = ThreadPool::global_size();
   bool http_front_end = false;     // the instance runs waste-serve (waste up --http): its base counts
   std::optional<uint64_t> budget;  // total bytes; nullopt = auto
   std::optional<uint64_t> prompt_cache;  // bytes; nullopt = default_prompt_cache_bytes
@@ -149,6 +154,7 @@ struct MemoryPlan {
   SessionState state_per_session;
   uint64_t context = 0;
   uint32_t sessions = 0;
+  uint32_t threads = 0;  // compute's, as requested
   bool http_front_end = false;
   std::string trunk_source;
 };

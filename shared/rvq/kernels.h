@@ -98,7 +98,7 @@ struct ExpertScratch {
   std::vector<RvqTables*> down_out;                      // per token: &down[i]
 };
 
-// An expert applied by one thread alone (the experts of a prefill chunk run side by side,
+// An expert applied by one thread alone (the experts handed out at once run side by side,
 // compute/model/moe.cpp) takes at most this many rows: that thread's ExpertScratch stays
 // bounded, and the memory plan counts one such scratch per compute thread.
 constexpr int kThreadExpertRows = 16;

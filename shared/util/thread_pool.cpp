@@ -1,6 +1,7 @@
 #include "shared/util/thread_pool.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 
@@ -9,6 +10,7 @@
 #endif
 
 #include "shared/util/error.h"
+#include "shared/util/option_limits.h"
 
 namespace waste {
 
@@ -75,8 +77,16 @@ ThreadPool::~ThreadPool() {
 
 unsigned ThreadPool::global_size() {
   const char* env = std::getenv("WASTE_THREADS");
-  const int n = env ? std::atoi(env) : 0;
-  return n > 0 ? unsigned(n) : std::max(1u, std::thread::hardware_concurrency());
+  if (!env || !*env) return std::max(1u, std::thread::hardware_concurrency());
+  // A value that is not a whole number in range is refused by name, not read as "all cores".
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(env, &end, 10);
+  if (errno != 0 || *end != '\0' || n < 1 || n > limits::kMaxThreads)
+    throw Error("WASTE_THREADS must be a whole number in 1.." + std::to_string(limits::kMaxThreads) + ", not '" +
+                    std::string(env) + "'",
+                ErrorKind::InvalidRequest, "WASTE_THREADS");
+  return unsigned(n);
 }
 
 ThreadPool& ThreadPool::global() {

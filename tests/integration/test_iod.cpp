@@ -1065,12 +1065,14 @@ TEST_CASE("iod and waste plan: one planner, the same slots for the same model, b
     uint32_t sessions;
     std::string prompt_cache;
     bool http = false;  // waste plan --http, waste-iod --http-front-end (waste up --http passes it)
+    uint32_t threads = 0;  // compute's --threads, given to both (0: neither is told: this machine's)
   };
   int run = 0;
   for (const Shape& shape : {Shape{4096, 1, "auto"}, Shape{512, 1, "auto"}, Shape{16384, 2, "auto"}, Shape{2048, 3, "8M"},
-                             Shape{4096, 1, "auto", true}}) {
+                             Shape{4096, 1, "auto", true}, Shape{4096, 1, "auto", false, 24}}) {
+    const std::string threads = shape.threads ? " --threads " + std::to_string(shape.threads) : std::string();
     const std::string args = " --ctx " + std::to_string(shape.ctx) + " --sessions " + std::to_string(shape.sessions) +
-                             " --prompt-cache " + shape.prompt_cache + (shape.http ? " --http" : "");
+                             " --prompt-cache " + shape.prompt_cache + (shape.http ? " --http" : "") + threads;
     const std::string iod_http = shape.http ? " --http-front-end" : "";
     auto floor_plan = run_command(waste_bin() + " plan --json" + args + " " + model);
     INFO(floor_plan.output);
@@ -1098,6 +1100,15 @@ TEST_CASE("iod and waste plan: one planner, the same slots for the same model, b
     std::vector<std::string> iod_args = {"--model", model, "--budget", std::to_string(budget), "--ctx",
                                          std::to_string(shape.ctx), "--sessions", sessions, "--prompt-cache", shape.prompt_cache};
     if (shape.http) iod_args.push_back("--http-front-end");
+    if (shape.threads) {
+      iod_args.push_back("--threads");
+      iod_args.push_back(std::to_string(shape.threads));
+      // Each compute thread's expert buffers count: more threads, a higher floor.
+      auto fewer = run_command(waste_bin() + " plan --json --ctx " + std::to_string(shape.ctx) + " --threads 1 " + model);
+      REQUIRE_EQ(fewer.status, 0);
+      CHECK_GT(floor, nlohmann::json::parse(fewer.output)["floor_bytes"].get<uint64_t>());
+      CHECK_EQ(fj["threads"].get<uint32_t>(), shape.threads);
+    }
     PrivateIod iod(iod_args, tmp / ("run" + std::to_string(run++)));
     ipc::ExpertStoreClient client(iod.socket_path());
     CHECK_EQ(uint64_t(client.info().layout.slot_count), std::min(planned, records));
@@ -1106,7 +1117,7 @@ TEST_CASE("iod and waste plan: one planner, the same slots for the same model, b
     CHECK_NE(under.status, 0);
     auto iod_under = run_command(iobench::find_iod_binary() + " --model " + model + " --run-dir " + (tmp / "under") +
                                  " --budget " + std::to_string(floor - 1) + " --ctx " + std::to_string(shape.ctx) +
-                                 " --sessions " + sessions + " --prompt-cache " + shape.prompt_cache + iod_http);
+                                 " --sessions " + sessions + " --prompt-cache " + shape.prompt_cache + iod_http + threads);
     CHECK_NE(iod_under.status, 0);
     CHECK_NE(iod_under.output.find("under the floor"), std::string::npos);
   }

@@ -195,10 +195,10 @@ int pages_main(size_t mb) {
 // first expert needs them (RvqExpertBatch), each expert applied to all of its tokens. Two ways
 // to spread it over the pool, alternated round by round:
 //   tiles:   experts one after another, each expert's row tiles split over the threads (the
-//            engine before 2026-12-06, and still for one row): every thread reads every table
-//            of the expert's tokens, and meets the others at three barriers an expert;
+//            engine before 2026-12-06, and still for an expert ready alone): every thread reads
+//            every table of the expert's tokens, and meets the others at three barriers an expert;
 //   experts: every token's tables built first (blocks over the pool), then whole experts
-//            handed to the threads (the engine's prefill now): each table and code read by one.
+//            handed to the threads (the engine now): each table and code read by one.
 // Printed: ms per chunk token (wall), best and median of the rounds.
 int prefill_main(size_t mb, int chunk) {
   ThreadPool& pool = ThreadPool::global();

@@ -30,6 +30,7 @@ struct PlanOptions {
   std::string trunk, head, trunk_group, router;
   uint64_t context = uint64_t(limits::kDefaultContextTokens);  // compute's default
   uint32_t sessions = uint32_t(limits::kDefaultLiveSessions);
+  uint32_t threads = 0;  // 0: compute's default on this machine (ThreadPool::global_size)
   bool http = false;  // the instance runs waste-serve (waste up --http)
   int image_patches = kDefaultImagePatches;
   bool json = false;
@@ -90,6 +91,7 @@ plan::PlanRequest request_for(const PlanOptions& o, std::string& model_name) {
   }
   r.context = o.context;
   r.sessions = o.sessions;
+  if (o.threads > 0) r.threads = o.threads;
   r.http_front_end = o.http;
   if (o.budget != "auto") r.budget = plan::parse_size(o.budget);
   if (o.prompt_cache != "auto") r.prompt_cache = plan::parse_size(o.prompt_cache);
@@ -106,6 +108,7 @@ void run_plan(const PlanOptions& o) {
     j["model"] = model;
     j["context"] = p.context;
     j["sessions"] = p.sessions;
+    j["threads"] = p.threads;
     j["http_front_end"] = p.http_front_end;
     j["trunk_bytes"] = p.trunk;
     j["trunk_source"] = p.trunk_source;
@@ -154,7 +157,8 @@ void run_plan(const PlanOptions& o) {
            plan::format_bytes(p.state_per_session.kda_state_bytes) + " + conv " +
            plan::format_bytes(p.state_per_session.kda_conv_bytes) + " per session");
   line("scratch", p.scratch,
-       std::string("activations, logits, attention scores + the processes' own ") +
+       std::string("activations, logits, attention scores, ") + std::to_string(p.threads) +
+           " compute threads' expert buffers + the processes' own " +
            (p.http_front_end ? "(compute, iod, waste-serve)" : "(compute, iod; --http adds waste-serve's)"));
   line("experts in flight", p.experts_in_flight,
        std::to_string(c.top_k) + " x " + std::to_string(p.record_stride) + " B record");
@@ -195,6 +199,8 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--budget", o->budget, "total memory budget (e.g. 12G, 900M) or auto");
   cmd->add_option("--ctx", o->context, "context length per session (tokens; default compute's, 4096)");
   cmd->add_option("--sessions", o->sessions, "session states in memory at once (waste-compute --sessions; 1)");
+  cmd->add_option("--threads", o->threads, "compute threads (waste-compute --threads; default: all cores, or WASTE_THREADS)")
+      ->check(CLI::Range(1, limits::kMaxThreads));
   cmd->add_flag("--http", o->http, "the instance serves HTTP (waste up --http): count waste-serve's own memory");
   cmd->add_option("--prompt-cache", o->prompt_cache, "prompt-cache checkpoint bytes (0: off) or auto");
   cmd->add_option("--image-patches", o->image_patches,

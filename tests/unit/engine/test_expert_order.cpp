@@ -18,6 +18,7 @@
 #include "compute/model/model.h"
 #include "shared/hf/checkpoint.h"
 #include "shared/util/file.h"
+#include "shared/util/thread_pool.h"
 
 using namespace waste;
 
@@ -45,8 +46,21 @@ class ShuffledExperts : public ExpertSource {
     if (i != int(next_ - 1)) ++out_of_order_;
     return i;
   }
+  // Shuffled groups of random sizes (as iod hands out whatever is READY at once); the views
+  // stay valid (the inner source keeps them).
+  size_t next_ready_group(std::span<Ready> out) override {
+    const size_t want = std::uniform_int_distribution<size_t>(1, out.size())(rng_);
+    size_t k = 0;
+    for (ExpertView v; k < want; ++k) {
+      const int i = next_ready(v);
+      if (i < 0) break;
+      out[k] = {i, v};
+    }
+    if (k > 1) ++groups_;
+    return k;
+  }
   void end_layer() override {}
-  size_t prefetched_ = 0, out_of_order_ = 0;
+  size_t prefetched_ = 0, out_of_order_ = 0, groups_ = 0;
 
  private:
   ExpertSource& inner_;
@@ -87,6 +101,7 @@ TEST_CASE("arrival order of experts and lookahead never change the logits; chunk
     any_order.set_lookahead(ckpt.config().top_k + 2);
     CHECK(run(any_order, ids, 32) == base);
     CHECK(shuffled.out_of_order_ > 0);
+    if (ThreadPool::global().size() > 1) CHECK(shuffled.groups_ > 0);  // with one thread: one at a time
     CHECK(shuffled.prefetched_ > 0);
     // Decode steps, shuffled, with lookahead: equal to in-order decode steps.
     CHECK(run(any_order, ids, 1) == run(in_order, ids, 1));

@@ -8,6 +8,7 @@
 #include "shared/model/trunk_storage.h"
 #include "shared/model/vision_config.h"
 #include "shared/plan/memory_plan.h"
+#include "shared/rvq/kernels.h"
 #include "shared/util/error.h"
 
 using namespace waste;
@@ -110,10 +111,22 @@ TEST_CASE("Kimi K3: per-token routed read is 16.98 GiB (MODELS.md 7.3)") {
   // At 4K context K3's comparable floor (no prompt cache, no vision) is under the original C
   // engine's 29.05 GiB for the same model (its trunk 27.28 GiB with 4-bit routers, state, scratch,
   // 2 x top_k records of cache; docs/MEASUREMENTS.md).
+  // With 16 compute threads (a consumer machine's), whatever this host has: the floor must not
+  // depend on where the test runs.
   PlanRequest k3r = r;
   k3r.trunk_bytes = trunk_resident_bytes(r.config, k3);
+  k3r.threads = 16;
   const MemoryPlan k3p = make_plan(k3r, ram(512 * GiB));
   CHECK(double(k3p.comparable_floor) / GiB < 29.05);
+  // Each compute thread keeps kThreadExpertRows rows of an expert's buffers (the experts of a
+  // batch run side by side): the scratch line grows by exactly that per thread.
+  PlanRequest k3r1 = k3r;
+  k3r1.threads = 1;
+  const MemoryPlan k3p1 = make_plan(k3r1, ram(512 * GiB));
+  CHECK_EQ(k3p.scratch - k3p1.scratch, 15ull * kThreadExpertRows * expert_scratch_row_bytes(r.config));
+  CHECK_EQ(k3p.threads, 16u);
+  k3r1.threads = 0;
+  CHECK_THROWS_WITH_AS(make_plan(k3r1, ram(512 * GiB)), doctest::Contains("compute threads"), Error);
   const TrunkStorage chosen = trunk_storage_for(r.config, TensorFormat::Q4G, std::nullopt, 32u, TensorFormat::F32);
   CHECK_EQ(chosen.group, 32u);
   CHECK(chosen.router == TensorFormat::F32);
