@@ -15,10 +15,11 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 mapfile -t objs < <(ninja -C "$BUILD" -t deps |
   awk '/^[^ ].*: #deps/ { obj = $1; sub(":$", "", obj) } /^    / && $1 == "iod/uring_config.h" { print obj }' | sort -u)
-# iod's store includes it for certain: without it in the list the records are missing (the default
-# build was not built), not "nothing differs".
-if ! printf '%s\n' "${objs[@]}" | grep -qx 'iod/libwaste_iod.a.p/store.cpp.o'; then
-  echo "nouring-compile: $BUILD has no dependency records of iod/store.cpp; build it first (ninja -C $BUILD)" >&2
+# iod's store includes it for certain: without an object of the iod library in the list the
+# records are missing (the default build was not built), not "nothing differs". (An object is
+# a unity group of several sources, or one source where unity is off.)
+if ! printf '%s\n' "${objs[@]}" | grep -q '^iod/libwaste_iod\.a\.p/'; then
+  echo "nouring-compile: $BUILD has no dependency records of the iod library; build it first (ninja -C $BUILD)" >&2
   exit 2
 fi
 [ -f "$NOURING/build.ninja" ] || meson setup "$NOURING" --buildtype=release -During=disabled

@@ -38,7 +38,7 @@ std::vector<int> ModelConfig::moe_layers() const {
 
 namespace {
 
-struct Reader {
+struct ConfigFields {
   const json& j;
   std::string where;
 
@@ -88,7 +88,7 @@ struct Reader {
 
 constexpr int64_t kMaxDim = 1 << 20;
 
-std::vector<bool> layer_set(const Reader& r, const char* key, int n_layers) {
+std::vector<bool> layer_set(const ConfigFields& r, const char* key, int n_layers) {
   if (!r.has(key)) throw Error(r.where + ": missing field '" + key + "'");
   if (!r.j.at(key).is_array()) throw Error(r.where + ": field '" + key + "' must be a list of layer numbers");
   std::vector<bool> set(size_t(n_layers), false);
@@ -124,15 +124,15 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
   ModelConfig c;
   const json* text = &root;
   std::string where = source;
-  // Through a Reader like every other field: json::value() throws the library's type_error (not
+  // Through a ConfigFields like every other field: json::value() throws the library's type_error (not
   // an Error naming the field) for a model_type that is not a string.
-  const std::string model_type = Reader{root, source}.get_or<std::string>("model_type", "");
+  const std::string model_type = ConfigFields{root, source}.get_or<std::string>("model_type", "");
   if (root.contains("text_config") && root["text_config"].is_object()) {
     text = &root["text_config"];
     where = source + " (text_config)";
     c.tensor_prefix = "language_model.";
   }
-  Reader r{*text, where};
+  ConfigFields r{*text, where};
   if (model_type == "kimi_k3") {
     c.arch = Arch::KimiK3;
   } else if (model_type == "kimi_linear" || r.get_or<std::string>("model_type", "") == "kimi_linear") {
@@ -173,7 +173,7 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
     c.topk_group = r.dim_or("topk_group", 1, 1, 1024);
     c.renormalize = r.get_or<bool>("norm_topk_prob", true);
     if (r.has("rope_scaling")) {
-      Reader rs{r.j.at("rope_scaling"), where + " rope_scaling"};
+      ConfigFields rs{r.j.at("rope_scaling"), where + " rope_scaling"};
       std::string type = rs.get_or<std::string>("type", rs.get_or<std::string>("rope_type", ""));
       if (type == "yarn") {
         c.yarn = true;
@@ -192,7 +192,7 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
     if (scoring != "sigmoid") throw Error(where + ": scoring_func '" + scoring + "' is not supported (sigmoid only)");
   } else {
     if (!r.has("linear_attn_config")) throw Error(where + ": missing field 'linear_attn_config'");
-    Reader la{r.j.at("linear_attn_config"), where + " linear_attn_config"};
+    ConfigFields la{r.j.at("linear_attn_config"), where + " linear_attn_config"};
     c.is_kda = layer_set(la, "kda_layers", c.n_layers);
     std::vector<bool> full = layer_set(la, "full_attn_layers", c.n_layers);
     for (int l = 0; l < c.n_layers; ++l)

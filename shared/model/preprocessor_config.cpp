@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/model/config_json.h"
+#include "shared/model/vision_config.h"
 #include "shared/util/error.h"
 
 namespace waste {
@@ -12,14 +13,13 @@ using nlohmann::json;
 
 namespace {
 
-// Bounds that keep a corrupt file from asking for absurd grids: the release's values are
-// 14, 65536, 512 and 2; images are at most 16384 pixels a side (shared/image).
-constexpr int64_t kMaxPatch = 64;
+// Bounds that keep a corrupt file from asking for absurd grids (with the tower's patch and
+// merge bounds, vision_config.h): the release's values are 65536 and 512; images are at most
+// 16384 pixels a side (shared/image).
 constexpr int64_t kMaxPatchLimit = int64_t(1) << 24;
 constexpr int64_t kMaxPatchesOneSide = 1 << 16;
-constexpr int64_t kMaxMerge = 8;
 
-struct Reader {
+struct PreprocessorFields {
   const json& j;
   std::string where;
 
@@ -68,14 +68,14 @@ PreprocessorConfig PreprocessorConfig::from_json(const std::string& text, const 
   const json root = parse_config_object(text, source);
   if (!root.contains("media_proc_cfg") || !root.at("media_proc_cfg").is_object())
     throw Error(source + ": missing field 'media_proc_cfg' (an object)");
-  const Reader r{root.at("media_proc_cfg"), source + " (media_proc_cfg)"};
+  const PreprocessorFields r{root.at("media_proc_cfg"), source + " (media_proc_cfg)"};
   PreprocessorConfig c;
   c.image_mean = r.channels("image_mean", false);
   c.image_std = r.channels("image_std", true);
-  c.patch_size = int(r.integer("patch_size", 1, kMaxPatch));
+  c.patch_size = int(r.integer("patch_size", 1, kMaxVisionPatch));
   c.in_patch_limit = r.integer("in_patch_limit", 1, kMaxPatchLimit);
   c.patch_limit_on_one_side = int(r.integer("patch_limit_on_one_side", 1, kMaxPatchesOneSide));
-  c.merge_kernel_size = int(r.integer("merge_kernel_size", 1, kMaxMerge));
+  c.merge_kernel_size = int(r.integer("merge_kernel_size", 1, kMaxVisionMerge));
   return c;
 }
 

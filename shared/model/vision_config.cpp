@@ -18,10 +18,8 @@ constexpr int64_t kMaxWidth = 1 << 16;
 constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxGrid = 4096;
-constexpr int64_t kMaxPatch = 64;
-constexpr int64_t kMaxMerge = 8;
 
-struct Reader {
+struct VisionFields {
   const json& j;
   std::string where;
 
@@ -50,11 +48,11 @@ VisionConfig VisionConfig::from_json(const std::string& json_text, const std::st
     throw Error(source + ": missing field 'vision_config'");
 
   VisionConfig c;
-  const Reader top{root, source};
+  const VisionFields top{root, source};
   if (top.has("media_placeholder_token_id"))
     c.media_placeholder_token_id = top.dim("media_placeholder_token_id", 0, (int64_t(1) << 31) - 1);
 
-  const Reader r{root["vision_config"], source + " (vision_config)"};
+  const VisionFields r{root["vision_config"], source + " (vision_config)"};
   c.hidden = r.dim("vt_hidden_size", 1, kMaxWidth);
   c.heads = r.dim("vt_num_attention_heads", 1, kMaxHeads);
   c.qkv_hidden = r.dim("qkv_hidden_size", 1, kMaxWidth);
@@ -70,15 +68,15 @@ VisionConfig VisionConfig::from_json(const std::string& json_text, const std::st
   c.n_layers = r.dim("vt_num_hidden_layers", 1, kMaxLayers);
   c.pos_emb_height = r.dim("init_pos_emb_height", 1, kMaxGrid);
   c.pos_emb_width = r.dim("init_pos_emb_width", 1, kMaxGrid);
-  c.patch_size = r.dim("patch_size", 1, kMaxPatch);
+  c.patch_size = r.dim("patch_size", 1, kMaxVisionPatch);
   c.text_hidden = r.dim("text_hidden_size", 1, kMaxWidth);
   if (r.has("merge_kernel_size")) {
     const json& m = r.j.at("merge_kernel_size");
     if (!m.is_array() || m.size() != 2 || !m[0].is_number_integer() || !m[1].is_number_integer())
       throw Error(r.where + ": field 'merge_kernel_size' must be a list of two integers");
     const int64_t mh = m[0].get<int64_t>(), mw = m[1].get<int64_t>();
-    if (mh < 1 || mh > kMaxMerge || mw < 1 || mw > kMaxMerge)
-      throw Error(r.where + ": field 'merge_kernel_size' is outside [1, " + std::to_string(kMaxMerge) + "]");
+    if (mh < 1 || mh > kMaxVisionMerge || mw < 1 || mw > kMaxVisionMerge)
+      throw Error(r.where + ": field 'merge_kernel_size' is outside [1, " + std::to_string(kMaxVisionMerge) + "]");
     c.merge_h = int(mh);
     c.merge_w = int(mw);
   }

@@ -8,6 +8,12 @@
 
 namespace waste {
 
+// Bounds on the patch size and the merge kernel, which the tower's config and the
+// preprocessor's both name: a corrupt file must not ask for absurd grids (the release has 14
+// and 2).
+inline constexpr int64_t kMaxVisionPatch = 64;
+inline constexpr int64_t kMaxVisionMerge = 8;
+
 struct VisionConfig {
   int hidden = 0;             // vt_hidden_size (D)
   int heads = 0;              // vt_num_attention_heads

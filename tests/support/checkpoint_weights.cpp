@@ -11,10 +11,6 @@ namespace {
 
 constexpr const char* kWeightSuffix = ".weight";
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 const CheckpointWeights::Stored& CheckpointWeights::load(const std::string& name, bool as_matrix) const {
@@ -25,7 +21,7 @@ const CheckpointWeights::Stored& CheckpointWeights::load(const std::string& name
   const std::string full = ckpt_.config().tensor_prefix + name;
   // Matrices may be stored quantised (FP8 + scale_inv, MXFP4 packed + scale): read_weight
   // takes the base name and finds whichever form exists.
-  if (as_matrix && ends_with(name, kWeightSuffix))
+  if (as_matrix && name.ends_with(kWeightSuffix))
     s->values = ckpt_.read_weight(full.substr(0, full.size() - std::strlen(kWeightSuffix)), &s->shape);
   else
     s->values = ckpt_.read_tensor(full, &s->shape);

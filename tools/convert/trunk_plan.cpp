@@ -6,10 +6,6 @@ namespace waste {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 
 // Whether a ".weight" tensor (or its quantized ".weight_packed" form) exists under `base`.
 bool has_weight(const Checkpoint& ck, const std::string& base) {
@@ -55,7 +51,7 @@ std::vector<TrunkItem> plan_trunk(const Checkpoint& ck, const TrunkStorage& stor
     const std::string full = c.tensor_prefix + spec.name;
     // Matrices may be stored quantized (FP8 ".weight" + scale, or ".weight_packed"):
     // read them through read_weight by base name; everything else as stored.
-    const bool is_weight = ends_with(full, ".weight");
+    const bool is_weight = full.ends_with(".weight");
     const std::string base = is_weight ? full.substr(0, full.size() - 7) : full;
     if (is_weight && has_weight(ck, base)) {
       item.via_read_weight = true;

@@ -17,6 +17,7 @@
 #include "shared/platform/direct_io.h"
 #include "shared/util/error.h"
 #include "tools/iobench/raw_reads.h"
+#include "tools/iobench/percentile.h"
 #include "tools/iobench/replay.h"
 
 namespace waste::iobench {
@@ -30,13 +31,6 @@ struct Bank {
 };
 
 using Clock = raw::Clock;
-
-double percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  size_t i = std::min(v.size() - 1, size_t(q * double(v.size())));
-  std::nth_element(v.begin(), v.begin() + long(i), v.end());
-  return v[i];
-}
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "iod/cache/routing_trace.h"
+#include "tools/iobench/percentile.h"
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
 #include "shared/ipc/segment_layout.h"
@@ -38,13 +39,6 @@ std::string find_socket(const std::string& run_dir) {
   require(found.size() == 1, "iobench: " + run_dir + " holds " + std::to_string(found.size()) +
                                  " *.sock files; expected one iod socket");
   return found[0];
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  size_t i = std::min(v.size() - 1, size_t(q * double(v.size())));
-  std::nth_element(v.begin(), v.begin() + long(i), v.end());
-  return v[i];
 }
 
 // A private iod and its run directory, stopped and removed on every way out (the daemon

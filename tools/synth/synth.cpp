@@ -21,19 +21,15 @@ namespace waste {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Values of the small f32 tensors, chosen so the random model's forward pass stays in a
 // sane numeric range (norm weights 1, decays in (0, 1), modest conv taps).
 double vector_value(const std::string& name, Rng& rng) {
-  if (ends_with(name, "norm.weight")) return 1.0;
-  if (ends_with(name, "e_score_correction_bias")) return kSynthRouterBiasStd * rng.normal();
-  if (ends_with(name, "A_log")) return std::log(1.0 + 15.0 * rng.uniform());
-  if (ends_with(name, "dt_bias")) return 0.1 * rng.normal();
-  if (ends_with(name, "conv1d.weight")) return 0.3 * rng.normal();
-  if (ends_with(name, "res_proj.weight")) return 0.05 * rng.normal();
+  if (name.ends_with("norm.weight")) return 1.0;
+  if (name.ends_with("e_score_correction_bias")) return kSynthRouterBiasStd * rng.normal();
+  if (name.ends_with("A_log")) return std::log(1.0 + 15.0 * rng.uniform());
+  if (name.ends_with("dt_bias")) return 0.1 * rng.normal();
+  if (name.ends_with("conv1d.weight")) return 0.3 * rng.normal();
+  if (name.ends_with("res_proj.weight")) return 0.05 * rng.normal();
   return 0.02 * rng.normal();
 }
 

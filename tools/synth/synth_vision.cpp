@@ -15,10 +15,6 @@ namespace waste {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Rows and columns as stored: a vector is one row; the conv kernel [D, 3, p, p] is [D, 3 p p].
 void stored_dims(const TensorSpec& s, uint64_t& rows, uint64_t& cols) {
   rows = s.shape.size() == 1 ? 1 : s.shape[0];
@@ -59,7 +55,7 @@ void write_synth_vision(ContainerWriter& w, const VisionConfig& v, VisionChoice 
       continue;
     }
     std::vector<float> values(n);
-    if (s.role == TensorRole::Vector && ends_with(s.name, "pos_emb.weight")) {
+    if (s.role == TensorRole::Vector && s.name.ends_with("pos_emb.weight")) {
       for (float& x : values) x = float(0.1 * rng.normal());
     } else if (s.role == TensorRole::Vector) {
       for (float& x : values) x = 1.0f;  // RMSNorm weights

@@ -24,22 +24,18 @@ using namespace waste::test;
 
 namespace {
 
-// Every path of this CPU (matvec_paths.h's one list), whatever WASTE_SIMD says: the cap
-// chooses matvec()'s path, these tests compare all of them.
-std::vector<KernelPath> available_paths() { return available_kernel_paths(); }
-
-struct Shape {
+struct Int8Shape {
   int64_t rows, cols;
   uint32_t group;
 };
 
 // Unit counts that leave partial 4-unit and 16-unit blocks, every group the SIMD paths take
 // (32 .. 1024) and two they do not (96: units do not line up with 16-unit blocks; 48).
-const Shape kShapes[] = {{1, 32, 32},     {3, 64, 32},     {5, 96, 32},       {7, 224, 32},     {9, 512, 32},
+const Int8Shape kInt8Shapes[] = {{1, 32, 32},     {3, 64, 32},     {5, 96, 32},       {7, 224, 32},     {9, 512, 32},
                          {17, 544, 32},   {33, 2304, 32},  {4, 1000 * 32, 32}, {6, 4096, 64},   {5, 640, 128},
                          {3, 768, 256},   {3, 1536, 512},  {2, 3072, 1024},   {5, 96 * 7, 96}, {4, 48 * 5, 48}};
 
-std::string describe(KernelPath p, TensorFormat f, const Shape& s) {
+std::string describe_int8(KernelPath p, TensorFormat f, const Int8Shape& s) {
   return std::string(kernel_path_name(p)) + " " + format_name(f) + " [" + std::to_string(s.rows) + ", " +
          std::to_string(s.cols) + "] group " + std::to_string(s.group);
 }
@@ -55,15 +51,15 @@ std::vector<float> realistic_activations(int64_t n, std::mt19937& rng) {
 
 // A random matrix of shape s: every path's int8 matmul of each token count in ns gives the
 // scalar implementation's bits (the count pooled_n split over the pool).
-void require_paths_equal_scalar(TensorFormat f, const Shape& s, std::initializer_list<int64_t> ns, int64_t pooled_n,
+void require_paths_equal_scalar(TensorFormat f, const Int8Shape& s, std::initializer_list<int64_t> ns, int64_t pooled_n,
                                 std::mt19937& rng, ThreadPool& pool) {
   StoredMatrix m = random_matrix(f, s.rows, s.cols, s.group, rng);
   for (int64_t n : ns) {
     std::vector<float> x = realistic_activations(n * s.cols, rng);
     std::vector<float> ref(size_t(n * s.rows));
     matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
-    for (KernelPath p : available_paths()) {
-      INFO(describe(p, f, s), " n ", n);
+    for (KernelPath p : available_kernel_paths()) {
+      INFO(describe_int8(p, f, s), " n ", n);
       std::vector<float> y(ref.size(), -1.0f);
       matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), n == pooled_n ? &pool : nullptr);
       REQUIRE_EQ(std::memcmp(y.data(), ref.data(), y.size() * 4), 0);
@@ -77,7 +73,7 @@ TEST_CASE("int8: every path and token count gives the scalar implementation's bi
   std::mt19937 rng(11);
   ThreadPool pool(3);
   for (TensorFormat f : {TensorFormat::Q8G, TensorFormat::Q4G})
-    for (const Shape& s : kShapes) {
+    for (const Int8Shape& s : kInt8Shapes) {
       if (f == TensorFormat::Q4G && s.group % 2) continue;
       // n: 1 (decode), 3 (an odd token pair: SMMLA pairs the last token with itself), 5 (a
       // full token tile and a single), 6 (a full tile and a pair), 16 (one block of the
@@ -94,10 +90,10 @@ TEST_CASE("int8: --trunk-group 128 on random shapes, odd row counts, gives the s
   std::mt19937 rng(128);
   ThreadPool pool(3);
   std::uniform_int_distribution<int> groups(1, 40), half_rows(0, 20);
-  std::vector<Shape> shapes = {{7, 7168, 128}, {1, 128, 128}, {3, 384, 128}};
+  std::vector<Int8Shape> shapes = {{7, 7168, 128}, {1, 128, 128}, {3, 384, 128}};
   for (int i = 0; i < 12; ++i) shapes.push_back({2 * half_rows(rng) + 1, 128 * groups(rng), 128});
   for (TensorFormat f : {TensorFormat::Q4G, TensorFormat::Q8G})
-    for (const Shape& s : shapes) require_paths_equal_scalar(f, s, {1, 2, 3, 5, 21}, 21, rng, pool);
+    for (const Int8Shape& s : shapes) require_paths_equal_scalar(f, s, {1, 2, 3, 5, 21}, 21, rng, pool);
 }
 
 TEST_CASE("int8: exact where the activations are exact int8 values") {
@@ -107,7 +103,7 @@ TEST_CASE("int8: exact where the activations are exact int8 values") {
   std::mt19937 rng(12);
   std::uniform_int_distribution<int> small(-4, 4), sign(0, 1);
   for (TensorFormat f : {TensorFormat::Q8G, TensorFormat::Q4G})
-    for (const Shape& s : kShapes) {
+    for (const Int8Shape& s : kInt8Shapes) {
       if (f == TensorFormat::Q4G && s.group % 2) continue;
       StoredMatrix m = exact_matrix(f, s.rows, s.cols, s.group, rng);
       if (f == TensorFormat::Q8G) {  // weights in [-8, 8] as for Q4G (exact_matrix draws +-127)
@@ -119,8 +115,8 @@ TEST_CASE("int8: exact where the activations are exact int8 values") {
       for (int64_t c = 0; c < s.cols; ++c) x[size_t(c)] = c % unit == 3 % unit ? (sign(rng) ? 127.0f : -127.0f) : float(small(rng));
       std::vector<float> ref(size_t(s.rows));
       matvec_scalar(m.view, x.data(), ref.data(), 0, s.rows);
-      for (KernelPath p : available_paths()) {
-        INFO(describe(p, f, s));
+      for (KernelPath p : available_kernel_paths()) {
+        INFO(describe_int8(p, f, s));
         std::vector<float> y(size_t(s.rows), -1.0f);
         matvec_path(p, ActivationMode::Int8, m.view, x.data(), y.data(), nullptr);
         for (int64_t r = 0; r < s.rows; ++r) REQUIRE_EQ(y[size_t(r)], ref[size_t(r)]);
@@ -192,7 +188,7 @@ TEST_CASE("int8: extreme weights and activations overflow no path's integer sums
         if (t == 1) std::fill(x.begin() + t * cols, x.begin() + (t + 1) * cols, 127.0f);
       std::vector<float> ref(size_t(n * rows));
       matmul_int8_scalar(m.view, x.data(), n, ref.data(), nullptr);
-      for (KernelPath p : available_paths()) {
+      for (KernelPath p : available_kernel_paths()) {
         INFO(kernel_path_name(p), " ", format_name(f), " n ", n);
         std::vector<float> y(ref.size(), -1.0f);
         matmul_path(p, ActivationMode::Int8, m.view, x.data(), n, y.data(), nullptr);
@@ -207,7 +203,7 @@ TEST_CASE("int8: zero activations give +0, a non-finite one gives NaN") {
   for (TensorFormat f : {TensorFormat::Q8G, TensorFormat::Q4G}) {
     StoredMatrix m = random_matrix(f, 5, 640, 32, rng);
     std::vector<float> x(640, 0.0f), y(5);
-    for (KernelPath p : available_paths()) {
+    for (KernelPath p : available_kernel_paths()) {
       INFO(kernel_path_name(p), " ", format_name(f));
       x.assign(640, 0.0f);
       matvec_path(p, ActivationMode::Int8, m.view, x.data(), y.data(), nullptr);
@@ -228,7 +224,7 @@ TEST_CASE("int8: zero activations give +0, a non-finite one gives NaN") {
     xs[16 * 640 + 639] = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> ref(size_t(n * 5));
     matmul_int8_scalar(m.view, xs.data(), n, ref.data(), nullptr);
-    for (KernelPath p : available_paths()) {
+    for (KernelPath p : available_kernel_paths()) {
       INFO(kernel_path_name(p), " ", format_name(f), " n 17");
       std::vector<float> ys(ref.size(), -1.0f);
       matmul_path(p, ActivationMode::Int8, m.view, xs.data(), n, ys.data(), nullptr);

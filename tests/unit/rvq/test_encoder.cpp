@@ -17,7 +17,7 @@ using namespace waste;
 
 namespace {
 
-std::vector<float> gaussian(size_t n, uint64_t seed) {
+std::vector<float> gaussian_weights(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> d(0, 1);
   std::vector<float> v(n);
@@ -35,10 +35,10 @@ RvqOptions quick() {
 }  // namespace
 
 TEST_CASE("nearest-entry search: every SIMD path returns the scalar index and score") {
-  std::vector<float> books = gaussian(kCodebookFloats, 3);
+  std::vector<float> books = gaussian_weights(kCodebookFloats, 3);
   rvq_detail::PreparedBooks pb;
   rvq_detail::prepare_books(books.data(), pb);
-  std::vector<float> q = gaussian(8 * 200, 4);
+  std::vector<float> q = gaussian_weights(8 * 200, 4);
   const CpuFeatures& f = cpu_features();
   for (int i = 0; i < 200; ++i) {
     float s0;
@@ -100,7 +100,7 @@ TEST_CASE("nearest-entry search: every SIMD path returns the scalar index and sc
 
 TEST_CASE("encode/decode: Gaussian error in range, beam no worse than greedy, deterministic") {
   const int rows = 130, cols = 256;  // rows not a multiple of 64: a padded last tile
-  std::vector<float> w = gaussian(size_t(rows) * cols, 7);
+  std::vector<float> w = gaussian_weights(size_t(rows) * cols, 7);
   RvqOptions opt = quick();
   std::vector<float> books = train_codebooks(w.data(), size_t(rows), cols, opt);
   REQUIRE(books.size() == kCodebookFloats);
@@ -141,7 +141,7 @@ TEST_CASE("encoder: zero rows and bad shapes") {
   const int rows = 3, cols = 16;
   std::vector<float> w(size_t(rows) * cols, 0.0f);
   for (int c = 0; c < cols; ++c) w[size_t(cols) + c] = float(c) - 7.5f;  // row 1 non-zero
-  std::vector<float> books = gaussian(kCodebookFloats, 9);
+  std::vector<float> books = gaussian_weights(kCodebookFloats, 9);
   std::vector<uint8_t> codes(vq3r_code_bytes(rows, cols));
   std::vector<uint16_t> scales(static_cast<size_t>(rows));
   RvqOptions opt = quick();

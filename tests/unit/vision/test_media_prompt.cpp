@@ -15,20 +15,13 @@
 #include "compute/vision/media_prompt.h"
 #include "shared/hf/checkpoint.h"
 #include "shared/util/error.h"
+#include "tests/support/error_of.h"
 #include "tests/unit/fixture_dir.h"
 
 using namespace waste;
+using waste::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::shared_ptr<const std::vector<float>> rows_of(int64_t n, int64_t hidden, float base) {
   auto v = std::make_shared<std::vector<float>>(size_t(n * hidden));

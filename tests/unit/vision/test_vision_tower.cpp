@@ -23,8 +23,10 @@
 #include "shared/util/error.h"
 #include "shared/util/file.h"
 #include "shared/util/thread_pool.h"
+#include "tests/support/error_of.h"
 
 using namespace waste;
+using waste::test::error_of;
 
 namespace {
 
@@ -124,15 +126,6 @@ struct Fixture {
 Fixture& fixture() {
   static Fixture f;
   return f;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
