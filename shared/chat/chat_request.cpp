@@ -44,7 +44,7 @@ std::vector<ContentPart> parse_content(const Json& c, const std::string& where) 
   std::vector<ContentPart> out;
   if (c.is_null()) return out;
   if (c.is_string()) {
-    out.push_back({ContentPart::Kind::Text, c.get<std::string>()});
+    out.push_back({ContentPart::Kind::Text, c.get<std::string>(), {}});
     return out;
   }
   if (!c.is_array()) bad(where, "must be a string, an array of content parts or null");
@@ -57,7 +57,7 @@ std::vector<ContentPart> parse_content(const Json& c, const std::string& where) 
     if (type == "text") {
       check_keys(p, {"type", "text"}, w);
       if (!p.contains("text")) bad(w + ".text", "is required");
-      out.push_back({ContentPart::Kind::Text, need_string(p["text"], w + ".text")});
+      out.push_back({ContentPart::Kind::Text, need_string(p["text"], w + ".text"), {}});
     } else if (type == "image_url") {
       check_keys(p, {"type", "image_url"}, w);
       if (!p.contains("image_url")) bad(w + ".image_url", "is required");
@@ -71,10 +71,10 @@ std::vector<ContentPart> parse_content(const Json& c, const std::string& where) 
       } else {
         bad(w + ".image_url", "must be an object with a string \"url\"");
       }
-      out.push_back({ContentPart::Kind::Image, url});
+      out.push_back({ContentPart::Kind::Image, url, {}});
     } else if (type == "image") {
       check_keys(p, {"type", "image"}, w);
-      out.push_back({ContentPart::Kind::Image, p.contains("image") && p["image"].is_string() ? p["image"].get<std::string>() : ""});
+      out.push_back({ContentPart::Kind::Image, p.contains("image") && p["image"].is_string() ? p["image"].get<std::string>() : "", {}});
     } else {
       bad(w + ".type", "unsupported content part type \"" + type + "\" (expected text, image_url or image)");
     }

@@ -56,7 +56,7 @@ ChatRequest simple_chat(const std::vector<std::pair<std::string, std::string>>& 
     m.role = role == "developer" ? "system" : role;
     if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool")
       throw RequestError("role", "unknown role \"" + role + "\" (expected system, user, assistant or tool)");
-    if (!text.empty()) m.content.push_back({ContentPart::Kind::Text, text});
+    if (!text.empty()) m.content.push_back({ContentPart::Kind::Text, text, {}});
     r.messages.push_back(std::move(m));
   }
   return r;
