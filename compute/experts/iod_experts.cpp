@@ -414,8 +414,7 @@ void IodExperts::settle_in_use() {
   // The model is done with the experts handed out last: their slots go back (on the next fetch,
   // or at end_layer); unpinned, each slot must still hold its record, or that expert is fetched
   // and handed out again.
-  std::vector<size_t>& torn = torn_;
-  torn.clear();
+  torn_.clear();
   for (const Fetched& done : in_use_) {
     // Unpinned, the header is checked now, not before: the kernels have just read this record,
     // so the check no longer takes its first TLB and cache miss on the step's critical path
@@ -431,11 +430,11 @@ void IodExperts::settle_in_use() {
       // Torn, or (not expected: iod checked it) a header that is not the record's: fetched
       // pinned, whose header check reports a record that really is wrong.
       timeline::instant("unpinned_torn", "compute", layer_, experts_[done.index]);
-      torn.push_back(done.index);
+      torn_.push_back(done.index);
     }
   }
   in_use_.clear();
-  if (!torn.empty()) pin_the_rest(torn);
+  if (!torn_.empty()) pin_the_rest(torn_);
 }
 
 size_t IodExperts::next_ready_group(std::span<Ready> out) {

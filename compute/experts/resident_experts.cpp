@@ -44,17 +44,9 @@ ExpertView ResidentExperts::expert(int layer, int expert) {
 }
 
 size_t ResidentExperts::next_ready_group(std::span<Ready> out) {
-  require(!out.empty(), "next_ready_group: no room for an expert (0 means the layer is done)");
-  // The default batch protocol's next_ready hands the experts out in order; its release of the
-  // one handed out before is a no-op here, so every view of the group stays valid.
-  size_t k = 0;
-  for (; k < out.size(); ++k) {
-    ExpertView v;
-    const int i = next_ready(v);
-    if (i < 0) break;
-    out[k] = {i, v};
-  }
-  return k;
+  // The default batch protocol's release of the expert handed out before is a no-op here, so
+  // every view of the group stays valid.
+  return next_ready_each(out);
 }
 
 }  // namespace waste

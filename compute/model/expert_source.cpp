@@ -1,6 +1,8 @@
 // The default batch protocol of ExpertSource: in order, one expert() at a time.
 #include "compute/model/weights.h"
 
+#include <algorithm>
+
 namespace waste {
 
 void ExpertSource::fetch_layer(int layer, std::span<const int> experts) {
@@ -29,6 +31,18 @@ size_t ExpertSource::next_ready_group(std::span<Ready> out) {
   if (i < 0) return 0;
   out[0] = {i, v};
   return 1;
+}
+
+size_t ExpertSource::next_ready_each(std::span<Ready> out, size_t most) {
+  require(!out.empty(), "next_ready_group: no room for an expert (0 means the layer is done)");
+  const size_t want = most == 0 ? out.size() : std::min(most, out.size());
+  size_t k = 0;
+  for (ExpertView v; k < want; ++k) {
+    const int i = next_ready(v);
+    if (i < 0) break;
+    out[k] = {i, v};
+  }
+  return k;
 }
 
 void ExpertSource::end_layer() {

@@ -7,6 +7,7 @@
 #include "compute/model/expert_apply.h"
 #include "compute/model/ops.h"
 #include "compute/model/rvq_experts.h"
+#include "shared/rvq/kernels.h"
 #include "shared/util/error.h"
 #include "shared/util/thread_pool.h"
 
@@ -48,6 +49,7 @@ struct MoeScratch {
   std::vector<int> chosen;  // the route's [n, k] experts and weights
   std::vector<ExpertSource::Ready> ready;  // a group of experts handed out at once (step 4)
   std::vector<size_t> alone;               // which of them run each on one thread
+  std::vector<uint8_t> in_group;           // per batch index: handed out in the current group
   std::vector<float> weight;
   ExpertGroups groups;
   std::unique_ptr<RvqExpertBatch> rvq;
@@ -122,7 +124,7 @@ void check_expert_shape(const ModelConfig& c, int layer, int expert, const Exper
 // row's tables built first. Split by row tiles instead, every thread read every table of the
 // expert's rows (in a 128-row prefill chunk 442 KiB a row for Kimi-Linear's gate and up, from
 // memory: waste-bench-kernels --prefill, 0.73-0.78 of the time side by side) and met the others
-// at three barriers an expert (a decode's expert phase 0.69-0.76 side by side). One expert
+// at three barriers an expert (a decode's expert phase 0.69-0.78 side by side). One expert
 // ready alone (a read just landed), or one with more rows than a thread's buffers hold, still
 // splits by tiles.
 void apply_one_expert(const ModelConfig& c, const ExpertView& v, const ExpertGroups& g, size_t i, const float* z,
@@ -174,17 +176,17 @@ void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const
     if (k == 0) break;
     // Those that run alone on a thread: VQ3R with few enough rows; the rest one by one here.
     ws.alone.clear();
+    // Two threads on one expert's rows would race: a source's indices are checked, not trusted.
+    ws.in_group.assign(g.ids.size(), 0);
     for (size_t j = 0; j < k; ++j) {
       const ExpertSource::Ready& r = ws.ready[j];
-      // Two threads on one expert's rows would race: a source's index is checked, not trusted.
       require(r.index >= 0 && size_t(r.index) < g.ids.size(),
               "expert source handed out index " + std::to_string(r.index) + " of " + std::to_string(g.ids.size()));
-      for (size_t o = 0; o < j; ++o)
-        require(ws.ready[o].index != r.index, "expert source handed out index " + std::to_string(r.index) +
-                                                  " twice in one group");
+      require(!ws.in_group[size_t(r.index)]++,
+              "expert source handed out index " + std::to_string(r.index) + " twice in one group");
       const size_t i = size_t(r.index);
       check_expert_shape(c, layer, g.ids[i], r.view, Z);
-      if (k > 1 && r.view.format == TensorFormat::VQ3R && int64_t(g.size(i)) <= RvqExpertBatch::kAloneMaxRows)
+      if (k > 1 && r.view.format == TensorFormat::VQ3R && int64_t(g.size(i)) <= kThreadExpertRows)
         ws.alone.push_back(j);
       else
         apply_one_expert(c, r.view, g, i, z, n, Z, ws, rvq);

@@ -24,8 +24,6 @@ struct RvqExpertBatch::Impl {
   std::vector<ExpertTables*> build_out;
 };
 
-const int64_t RvqExpertBatch::kAloneMaxRows = kThreadExpertRows;
-
 RvqExpertBatch::RvqExpertBatch(bool situ, float beta, float beta_linear) : impl_(std::make_unique<Impl>()) {
   impl_->act.kind = situ ? ExpertActivation::Kind::SiTU : ExpertActivation::Kind::SiLU;
   impl_->act.beta = beta;
@@ -49,23 +47,29 @@ void RvqExpertBatch::set_inputs(const float* z, int64_t n, int hidden) {
   impl_->built.assign(size_t(n), false);
 }
 
-void RvqExpertBatch::build_all(const float* codebooks) {
+void RvqExpertBatch::build_missing(const float* codebooks, const int64_t* rows, int64_t m) {
   Impl& s = *impl_;
-  if (codebooks != s.books) {
+  if (codebooks != s.books) {  // a layer shares its books; new books mean new tables
     s.books = codebooks;
     s.built.assign(size_t(s.n), false);
   }
   s.build_inputs.clear();
   s.build_out.clear();
-  for (int64_t r = 0; r < s.n; ++r) {
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t r = rows ? rows[i] : i;
+    require(r >= 0 && r < s.n, "VQ3R expert apply: row out of range");
     if (s.built[size_t(r)]) continue;
     s.build_inputs.push_back(s.z + r * s.hidden);
     s.build_out.push_back(&s.tables[size_t(r)]);
     s.built[size_t(r)] = true;
   }
+  // On every thread: built one by one on this thread they left the pool idle (72 us a row for
+  // gate and up on the Kimi-Linear shape, 2026-12-05).
   build_expert_tables_batch(s.build_inputs.data(), int(s.build_inputs.size()), s.hidden, codebooks,
                             s.build_out.data(), &ThreadPool::global());
 }
+
+void RvqExpertBatch::build_all(const float* codebooks) { build_missing(codebooks, nullptr, impl_->n); }
 
 void RvqExpertBatch::apply_rows_alone(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m,
                                       float* out) const {
@@ -73,8 +77,8 @@ void RvqExpertBatch::apply_rows_alone(const ExpertView& v, const int64_t* rows, 
   require(v.hidden == s.hidden, "VQ3R expert of width " + std::to_string(v.hidden) + " applied to rows of width " +
                                     std::to_string(s.hidden));
   require(v.codebooks == s.books, "VQ3R expert apply: the layer's tables were built for other codebooks");
-  require(m >= 0 && m <= kAloneMaxRows, "VQ3R expert apply: " + std::to_string(m) + " rows on one thread (at most " +
-                                            std::to_string(kAloneMaxRows) + ")");
+  require(m >= 0 && m <= kThreadExpertRows, "VQ3R expert apply: " + std::to_string(m) + " rows on one thread (at most " +
+                                            std::to_string(kThreadExpertRows) + ")");
   // Each thread's own, kept at its largest (kThreadExpertRows rows: the memory plan counts one
   // per thread), so concurrent calls share nothing but the read-only tables.
   thread_local ExpertScratch scratch;
@@ -93,27 +97,9 @@ void RvqExpertBatch::apply_rows(const ExpertView& v, const int64_t* rows, const 
   Impl& s = *impl_;
   require(v.hidden == s.hidden, "VQ3R expert of width " + std::to_string(v.hidden) + " applied to rows of width " +
                                     std::to_string(s.hidden));
-  if (v.codebooks != s.books) {  // a layer shares its books; new books mean new tables
-    s.books = v.codebooks;
-    s.built.assign(size_t(s.n), false);
-  }
+  build_missing(v.codebooks, rows, m);
   s.selected.resize(size_t(m));
-  s.build_inputs.clear();
-  s.build_out.clear();
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t r = rows[i];
-    require(r >= 0 && r < s.n, "VQ3R expert apply: row out of range");
-    if (!s.built[size_t(r)]) {
-      s.build_inputs.push_back(s.z + r * s.hidden);
-      s.build_out.push_back(&s.tables[size_t(r)]);
-      s.built[size_t(r)] = true;
-    }
-    s.selected[size_t(i)] = &s.tables[size_t(r)];
-  }
-  // The rows' tables not built yet, on every thread: built one by one on this thread they
-  // left the pool idle (72 us a row for gate and up on the Kimi-Linear shape, 2026-12-05).
-  build_expert_tables_batch(s.build_inputs.data(), int(s.build_inputs.size()), s.hidden, v.codebooks,
-                            s.build_out.data(), &ThreadPool::global());
+  for (int64_t i = 0; i < m; ++i) s.selected[size_t(i)] = &s.tables[size_t(rows[i])];
   std::fill(out, out + size_t(m) * size_t(s.hidden), 0.0f);
   // Row tiles of each expert matrix are spread over the pool (the result does not depend on
   // the split). The experts themselves run one after another, in the order they arrive.

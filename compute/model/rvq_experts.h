@@ -27,13 +27,15 @@ class RvqExpertBatch {
   // Several experts at once, each on one thread (the MoE layer's groups: see moe.cpp). build_all
   // builds every row's tables for the layer's codebooks first (over the pool); then
   // apply_rows_alone may run concurrently on different threads, each on the calling thread
-  // only, for at most kAloneMaxRows rows (its buffers are the thread's own, bounded by that).
-  // The same bits as apply_rows.
-  static const int64_t kAloneMaxRows;
+  // only, for at most kThreadExpertRows rows (shared/rvq/kernels.h: its buffers are the
+  // thread's own, bounded by that). The same bits as apply_rows.
   void build_all(const float* codebooks);
   void apply_rows_alone(const ExpertView& v, const int64_t* rows, const float* weights, int64_t m, float* out) const;
 
  private:
+  // Builds, over the pool, the tables of rows[0, m) (rows null: rows 0 .. m-1) not built yet
+  // for `codebooks` (new codebooks: every row's are stale).
+  void build_missing(const float* codebooks, const int64_t* rows, int64_t m);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

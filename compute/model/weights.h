@@ -80,6 +80,11 @@ class ExpertSource {
 
   virtual ExpertSourceStats stats() const { return {}; }
 
+ protected:
+  // A next_ready_group for sources whose views stay valid after the next next_ready (RAM that
+  // never moves): up to `most` of out's room (0: all of it) by next_ready, in its order.
+  size_t next_ready_each(std::span<Ready> out, size_t most = 0);
+
  private:
   int batch_layer_ = -1;
   std::vector<int> batch_;

@@ -49,13 +49,7 @@ class ShuffledExperts : public ExpertSource {
   // Shuffled groups of random sizes (as iod hands out whatever is READY at once); the views
   // stay valid (the inner source keeps them).
   size_t next_ready_group(std::span<Ready> out) override {
-    const size_t want = std::uniform_int_distribution<size_t>(1, out.size())(rng_);
-    size_t k = 0;
-    for (ExpertView v; k < want; ++k) {
-      const int i = next_ready(v);
-      if (i < 0) break;
-      out[k] = {i, v};
-    }
+    const size_t k = next_ready_each(out, std::uniform_int_distribution<size_t>(1, out.size())(rng_));
     if (k > 1) ++groups_;
     return k;
   }
