@@ -55,9 +55,11 @@ void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expe
 void check_layer_uses(const ServedExperts& served, std::span<const LayerUse> uses) {
   const size_t moe_layers = size_t(std::count_if(served.expert_count.begin(), served.expert_count.end(),
                                                  [](uint32_t n) { return n > 0; }));
-  require_request(uses.size() <= moe_layers,
+  // A touch may span up to kTouchPasses passes over the layers, one entry per layer of each.
+  require_request(uses.size() <= moe_layers * ipc::kTouchPasses,
                   "touch: " + std::to_string(uses.size()) + " entries for " + std::to_string(moe_layers) +
-                      " MoE layers (one per layer at most)",
+                      " MoE layers (one per layer of each of at most " + std::to_string(ipc::kTouchPasses) +
+                      " passes)",
                   "uses");
   for (const LayerUse& u : uses) {
     require_request(!u.experts.empty(), "touch: layer " + std::to_string(u.layer) + " names no expert", "uses");

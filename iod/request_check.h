@@ -37,8 +37,9 @@ struct ServedExperts {
 // Throws InvalidRequest naming "layer" or "experts" unless `layer` is a MoE layer served and
 // `expert` one of its experts.
 void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expert);
-// Throws InvalidRequest naming "uses" unless a touch names at most one entry per MoE layer served
-// (a pass over the layers), each with 1 to that layer's expert count keys, every key served.
+// Throws InvalidRequest naming "uses" unless a touch names at most ipc::kTouchPasses entries per MoE
+// layer served (that many passes over the layers), each with 1 to that layer's expert count keys,
+// every key served.
 void check_layer_uses(const ServedExperts& served, std::span<const LayerUse> uses);
 // Throws InvalidRequest naming "handles" unless the handle names one of the cache's `slots` slots.
 void check_release_slot(const ipc::SlotHandle& h, uint32_t slots);

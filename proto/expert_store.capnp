@@ -87,6 +87,7 @@ interface ExpertStore {
   # been handed before, it read the slot unpinned and checked afterwards that the slot's
   # generation had not changed (docs/PROTOCOL.md, "Unpinned reads"). Counted as the fetches
   # would have been (hits, the policy's use order, the usage file, the trace as "touch"); nothing
-  # is pinned or read. Sent once per token, after the fact.
+  # is pinned or read. Sent after the fact, one entry per layer batch over up to 16 passes
+  # (kTouchPasses): a token is counted at each entry of the first MoE layer.
   touch @7 (uses :List(LayerUse)) -> ();
 }

@@ -38,6 +38,7 @@ IodExperts::IodExperts(const Container& container, const std::string& socket_pat
   // The container's own counts (each layer's experts file holds exactly expert_count records,
   // checked when it was opened): one handle per record at most (K3: 93 x 896, 1.3 MB).
   last_handle_.assign(size_t(last_moe_layer_ + 1) * experts_per_layer_, ipc::SlotHandle{kNoHandle, 0});
+  touch_entries_max_ = container_.expert_layers().size() * ipc::kTouchPasses;
   for (const ExpertLayerInfo& l : container_.expert_layers())
     require(l.layout.stride <= client_->info().layout.slot_bytes,
             "iod " + socket_ + ": slots of " + std::to_string(client_->info().layout.slot_bytes) +
@@ -57,7 +58,7 @@ IodExperts::~IodExperts() {
   try {
     end_layer();
     flush_releases();
-    send_uses(false);  // this token's unpinned uses, when it ended before its last MoE layer
+    send_uses(false);  // the unpinned uses still pending
   } catch (...) {  // iod already gone: its pins died with our connection anyway
   }
 }
@@ -225,9 +226,10 @@ void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
   // (A step an error ends between two MoE layers leaves them until its next fetch, or
   // the destructor; the MoE layer's own guard already released that layer's.)
   if (layer_ >= 0) end_layer();
-  // A new pass over the layers while uses of the last one wait (it ended before its last MoE
-  // layer: an error on the way): they go now, so a touch never spans two passes.
-  if (!uses_.empty() && uint32_t(layer) <= uses_.last_layer()) flush_uses();
+  // This batch may add an entry: a full buffer goes first (iod's bound on a touch's entries; it
+  // fills only when passes end early, errors on the way, as sends go every kTouchPasses passes).
+  if (uses_.entries().size() >= touch_entries_max_) flush_uses();
+  uses_.start_layer();
   layer_ = layer;
   experts_.assign(experts.begin(), experts.end());
   next_fetch_ = 0;
@@ -241,8 +243,8 @@ void IodExperts::fetch_layer(int layer, std::span<const int> experts) {
     if (!to_release_.empty() && client_->release_async(to_release_)) to_release_.clear();
     return;
   }
-  // The token's unpinned uses so far go ahead of this fetch: iod's policy and trace see the
-  // layers in order (one more message, only in a token that mixes both).
+  // The unpinned uses so far go ahead of this fetch: iod's policy and trace see the layers in
+  // order (one more message, only when fetched and unpinned layers mix).
   flush_uses();
   // The first window's fetch goes out now and is answered while the caller computes (the MoE
   // layer runs its shared expert between this and its first next_ready): the round trip, half
@@ -293,17 +295,20 @@ void IodExperts::pin_the_rest(std::span<const size_t> torn) {
 }
 
 void IodExperts::PassUses::add(uint32_t layer, uint32_t expert) {
-  if (live_ == 0 || entries_[live_ - 1].layer != layer) {
+  if (!open_ || entries_[live_ - 1].layer != layer) {
+    if (live_ == 0) first_added_ = Clock::now();
     if (live_ == entries_.size()) entries_.emplace_back();
     entries_[live_].layer = layer;
     entries_[live_].experts.clear();  // keeps its capacity
     ++live_;
+    open_ = true;
   }
   entries_[live_ - 1].experts.push_back(expert);
 }
 
 std::vector<uint32_t> IodExperts::PassUses::take_layer(uint32_t layer) {
-  if (live_ == 0 || entries_[live_ - 1].layer != layer) return {};
+  if (!open_ || entries_[live_ - 1].layer != layer) return {};
+  open_ = false;
   return entries_[--live_].experts;
 }
 
@@ -325,10 +330,10 @@ void IodExperts::send_uses(bool now) {
   } else if (client_->touch_async(uses_.entries())) {
     uses_touched_ += n;
   } else if (!now) {
-    return;  // iod leaves one-way calls unanswered: they go before the next fetch or pass (now)
+    return;  // iod leaves one-way calls unanswered: they go later (now: before a fetch or stats)
   } else {
-    // They must reach iod before what follows (a fetch, the next pass): iod's policy and
-    // trace see the layers in order, and a touch never spans two passes.
+    // They must reach iod before what follows (a fetch, a stats call): iod's policy and trace
+    // see the layers in order, and its counters every use made before the call.
     try {
       client_->touch(uses_.entries());
     } catch (const Error& e) {
@@ -558,13 +563,20 @@ void IodExperts::end_layer() {
   // followed by nothing soon: those go back at once.
   const bool hint_follows = completed && layer_ != last_moe_layer_;
   if (!dead_ && !to_release_.empty() && !hint_follows && client_->release_async(to_release_)) to_release_.clear();
-  // The token's unpinned uses go to iod once its last MoE layer is done: one message a token.
-  if (completed && layer_ == last_moe_layer_) send_uses(false);
+  // The unpinned uses go to iod at a pass's end once they span kTouchPasses passes or the
+  // oldest waited kTouchDelay: one message in 16 tokens while decoding fast, a bounded lag slow.
+  if (completed && layer_ == last_moe_layer_ && !uses_.empty()) {
+    uses_.end_pass();
+    if (uses_.passes() >= ipc::kTouchPasses || Clock::now() - uses_.first_added() >= touch_delay_) send_uses(false);
+  }
   experts_.clear();
   next_fetch_ = 0;
   layer_ = -1;
 }
 
-ExpertSourceStats IodExperts::stats() const { return stats::from_json<ExpertSourceStats>(client_->stats()); }
+ExpertSourceStats IodExperts::stats() {
+  if (!dead_) flush_uses();  // answered after the touch (same connection, in order): counted
+  return stats::from_json<ExpertSourceStats>(client_->stats());
+}
 
 }  // namespace waste

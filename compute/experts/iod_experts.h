@@ -26,10 +26,10 @@
 // fetched pinned and handed out again under the same index (the model's result for it is
 // replaced). Garbage never leads a kernel out of bounds: a view's pointers and shapes come from
 // the manifest, never from the slot, and a VQ3R code byte indexes a 256-entry book. The uses go
-// to iod after the fact, one `touch` per token (at the last MoE layer), so its hit counts, the
-// policy's use order, the usage file and traces still see every expert the model used. With
-// everything cached this leaves one message a token instead of a fetch (and its wake-ups of iod)
-// per layer. While iod does not answer the one-way calls (hint_capacity unanswered) or the
+// to iod after the fact, one `touch` per ipc::kTouchPasses tokens (or kTouchDelay, and always
+// before a fetch or a stats call), so its hit counts, the policy's use order, the usage file and
+// traces still see every expert the model used, in order. With everything cached this leaves one
+// message in 16 tokens instead of a fetch (and its wake-ups of iod) per layer. While iod does not answer the one-way calls (hint_capacity unanswered) or the
 // connection is gone, layers go back to fetches, whose deadlines report it.
 //
 // Nothing waits on iod without a deadline: every RPC is bounded by call_timeout_ms
@@ -73,8 +73,8 @@ class IodExperts : public ExpertSource {
   void end_layer() override;
 
   // iod's daemon-wide counters (hits, misses, bytes read); differences over a request are its own
-  // when this is the only client.
-  ExpertSourceStats stats() const override;
+  // when this is the only client. Pending unpinned uses are sent first, so they are counted.
+  ExpertSourceStats stats() override;
   ipc::ExpertStoreClient& client() { return *client_; }
   uint32_t slot_count() const { return client_->info().layout.slot_count; }
   const ipc::HintStats& hint_stats() const { return client_->hint_stats(); }
@@ -86,6 +86,9 @@ class IodExperts : public ExpertSource {
   void flush_releases();
   // Unpinned reads (above) on or off (on by default; off: every layer is fetched and pinned).
   void set_unpinned_reads(bool on) { unpinned_reads_ = on; }
+  // The longest pending uses wait for a pass's end before they go (kTouchDelay by default;
+  // tests set it to make the send depend on passes alone, or on every pass).
+  void set_touch_delay(std::chrono::milliseconds d) { touch_delay_ = d; }
   // Layers served unpinned; experts whose unpinned read was torn or whose slot was reused before
   // its turn, fetched pinned instead; uses reported by touch, and those dropped unsent (iod not
   // answering).
@@ -93,8 +96,8 @@ class IodExperts : public ExpertSource {
   uint64_t unpinned_refetched() const { return unpinned_refetched_; }
   uint64_t uses_touched() const { return uses_touched_; }
   uint64_t uses_dropped() const { return uses_dropped_; }
-  // Sends this token's unpinned uses now, waiting for iod's answer when no one-way call can go
-  // (otherwise they go at the last MoE layer's end, or before the next fetch or pass).
+  // Sends the pending unpinned uses now, waiting for iod's answer when no one-way call can go
+  // (otherwise they go every ipc::kTouchPasses passes or kTouchDelay, before a fetch or stats()).
   void flush_uses();
   // Marks the connection gone: no goodbye calls on destruction (a caller dropping a source whose
   // iod stopped answering must not wait for it again).
@@ -182,23 +185,42 @@ class IodExperts : public ExpertSource {
   void record_use(int expert);
   // One touch of uses_: one-way; when none can go, kept for later unless `now` (then waited for).
   void send_uses(bool now);
-  // This pass's unpinned uses not yet sent, one entry per MoE layer in pass order. Entries and
-  // their lists are kept between tokens (live_ says how many hold this pass's): once warm, the
-  // per-token path allocates nothing for them.
+  // Unpinned uses not yet sent: one entry per layer batch (fetch_layer), in order, over up to
+  // ipc::kTouchPasses passes. Entries and their lists are kept between sends (live_ says how
+  // many are pending): once warm, the per-token path allocates nothing for them.
+  using Clock = std::chrono::steady_clock;
   class PassUses {
    public:
+    // The next use starts a new entry: a layer batch began (two passes of a model with one MoE
+    // layer must stay two entries, as iod counts a token per pass).
+    void start_layer() { open_ = false; }
     void add(uint32_t layer, uint32_t expert);
+    void end_pass() { ++passes_; }
     std::span<const ipc::LayerUse> entries() const { return {entries_.data(), live_}; }
     bool empty() const { return live_ == 0; }
-    uint32_t last_layer() const { return entries_[live_ - 1].layer; }  // not empty
-    std::vector<uint32_t> take_layer(uint32_t layer);  // removes and returns that layer's, if last
+    size_t passes() const { return passes_; }       // passes ended since the last send
+    Clock::time_point first_added() const { return first_added_; }  // not empty
+    std::vector<uint32_t> take_layer(uint32_t layer);  // removes and returns the open batch's, if that layer's
     size_t experts() const;
-    void clear() { live_ = 0; }
+    void clear() {
+      live_ = 0;
+      passes_ = 0;
+      open_ = false;
+    }
 
    private:
     std::vector<ipc::LayerUse> entries_;
     size_t live_ = 0;
+    size_t passes_ = 0;
+    bool open_ = false;  // entries_[live_ - 1] belongs to the current layer batch
+    Clock::time_point first_added_{};
   };
+  // Pending uses are sent at a pass's end once they span ipc::kTouchPasses passes or the oldest
+  // is kTouchDelay old (so iod's counters lag by a bounded time while decoding), before any
+  // fetch (iod sees the layers in order), before stats(), and on destruction.
+  static constexpr std::chrono::milliseconds kTouchDelay{250};
+  std::chrono::milliseconds touch_delay_ = kTouchDelay;
+  size_t touch_entries_max_ = 0;  // ipc::kTouchPasses x the container's MoE layers
   PassUses uses_;
   uint64_t unpinned_layers_ = 0, unpinned_refetched_ = 0, uses_touched_ = 0, uses_dropped_ = 0;
 };

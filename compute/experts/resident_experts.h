@@ -18,7 +18,7 @@ class ResidentExperts : public ExpertSource {
   ExpertView expert(int layer, int expert) override;
   // Views into RAM that never move: as many as asked for, in the batch's order.
   size_t next_ready_group(std::span<Ready> out) override;
-  ExpertSourceStats stats() const override { return stats_; }
+  ExpertSourceStats stats() override { return stats_; }
   uint64_t resident_bytes() const { return bytes_; }
 
  private:

@@ -36,7 +36,7 @@ void TrunkWeights::embedding_row(int64_t token, float* out) const {
   read_tensor_row(container_, *embed_, row, out);
 }
 
-ExpertSourceStats ContainerExperts::stats() const {
+ExpertSourceStats ContainerExperts::stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
 }

@@ -37,7 +37,7 @@ class ContainerExperts : public ExpertSource {
   explicit ContainerExperts(const Container& container, uint64_t max_cached_bytes = 1ull << 30)
       : container_(container), max_bytes_(max_cached_bytes) {}
   ExpertView expert(int layer, int expert) override;
-  ExpertSourceStats stats() const override;
+  ExpertSourceStats stats() override;
 
  private:
   const Container& container_;

@@ -285,7 +285,7 @@ void Model::kda_rows(int L, std::span<const SessionRows> parts, const float* x, 
 
 void Model::forward(Session& s, std::span<const int32_t> tokens, float* logits, LogitRows rows,
                     std::vector<float>* layer_hidden) const {
-  const BatchItem item{&s, tokens, logits, rows};
+  const BatchItem item{&s, tokens, logits, rows, {}};  // no input rows: the embedding table's
   forward_rows({&item, 1}, layer_hidden, nullptr);
 }
 

@@ -78,7 +78,7 @@ class ExpertSource {
   virtual size_t next_ready_group(std::span<Ready> out);
   virtual void end_layer();
 
-  virtual ExpertSourceStats stats() const { return {}; }
+  virtual ExpertSourceStats stats() { return {}; }
 
  protected:
   // A next_ready_group for sources whose views stay valid after the next next_ready (RAM that

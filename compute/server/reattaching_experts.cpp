@@ -17,7 +17,7 @@ ReattachingExperts::ReattachingExperts(const Container& container, std::string s
 }
 
 IodExperts& ReattachingExperts::live() {
-  if (lost_) {  // a stats call went unanswered (stats() is const: it only marks)
+  if (lost_) {  // a stats call went unanswered (it only marks: the next call drops and reattaches)
     lost_ = false;
     if (inner_) inner_->abandon();  // its goodbye calls would wait out the deadline again
     drop();
@@ -110,7 +110,7 @@ uint64_t ReattachingExperts::slot_bytes() {
   return forward([&] { return live().client().info().layout.slot_bytes; });
 }
 
-ExpertSourceStats ReattachingExperts::stats() const {
+ExpertSourceStats ReattachingExperts::stats() {
   if (inner_ && !lost_) {  // once lost, the last answer stands until the next call reattaches
     health_.call_started();
     try {

@@ -28,7 +28,7 @@ class ReattachingExperts : public ExpertSource {
   size_t next_ready_group(std::span<Ready> out) override;
   void end_layer() override;
   // Counters of every daemon this source talked to, summed (a restarted iod starts from 0).
-  ExpertSourceStats stats() const override;
+  ExpertSourceStats stats() override;
 
   // One round trip to iod (attaching afresh if the connection was dropped), recorded in the
   // health like any call: the worker pings while idle so that /health knows iod's state.
@@ -51,8 +51,8 @@ class ReattachingExperts : public ExpertSource {
   IodHealth& health_;
   std::unique_ptr<IodExperts> inner_;
   ExpertSourceStats carried_;             // of daemons already dropped
-  mutable ExpertSourceStats last_seen_;   // of the live one, for when it dies
-  mutable bool lost_ = false;             // stats() found iod not answering: dropped by live()
+  ExpertSourceStats last_seen_;           // of the live one, for when it dies
+  bool lost_ = false;                     // stats() found iod not answering: dropped by live()
   std::atomic<uint32_t> reattaches_{0};
 };
 

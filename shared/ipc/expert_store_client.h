@@ -41,6 +41,11 @@ struct HintStats {
 
 // Unanswered hints a client keeps at most (prefetch_async drops the rest).
 constexpr uint32_t kDefaultHintCapacity = 16;
+// Passes over the MoE layers (tokens) one touch may span: a client serving layers unpinned holds
+// their uses for up to this many passes, so iod wakes once in that many tokens rather than every
+// token (each wake is a task switch into iod and back, TLB flushes on a core the model was using:
+// docs/LEARNED.md, session 24). iod refuses a touch of more entries than this many per MoE layer.
+constexpr uint32_t kTouchPasses = 16;
 // How long a call waits for iod's answer by default. iod answers every call at once (reads go
 // on in the background), so a call that takes seconds means a stopped or wedged daemon.
 constexpr int64_t kDefaultCallTimeoutMs = 10'000;

@@ -58,7 +58,7 @@ uint64_t attention_row_floats(const ModelConfig& c) {
 }  // namespace
 
 uint64_t prefill_row_bytes(const ModelConfig& c) {
-  const uint64_t z = uint64_t(c.expert_hidden()), i = uint64_t(c.moe_intermediate), k = uint64_t(c.top_k);
+  const uint64_t z = uint64_t(c.expert_hidden()), k = uint64_t(c.top_k);
   const uint64_t widest = widest_projection(c);
   const uint64_t tables = 2 * (z / 8) * 3 * 256 + 3 * z * 4;  // gate + up tables, x copies
   const uint64_t contrib = k * z * 4;                         // weighted outputs per routed expert

@@ -645,12 +645,13 @@ std::vector<int> run_pass(const Container& c, ExpertSource& src, const std::vect
 
 }  // namespace
 
-TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its uses reach iod as one touch a token") {
+TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its uses reach iod in one touch of up to kTouchPasses passes") {
   TinyIod t(16);
   const auto& layers = t.c.expert_layers();
   const uint64_t L = layers.size();
   REQUIRE(L >= 2);
   IodExperts src(t.c, t.iod.socket_path());
+  src.set_touch_delay(std::chrono::hours(1));  // sends depend on passes alone (the time bound below)
   const std::vector<int> want = {1, 4, 6};
   run_pass(t.c, src, want);  // cold: every layer fetched
   CHECK_EQ(src.unpinned_layers(), 0u);
@@ -663,49 +664,92 @@ TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its
   const uint64_t sent = src.hint_stats().sent;
   const uint64_t answers = src.client().answers();
   run_pass(t.c, src, want);
-  // No fetch: the only call of the pass is the one-way touch after its last MoE layer.
+  // No call at all: no fetch, and the uses wait for more passes.
   CHECK_EQ(src.unpinned_layers(), L);
   CHECK_EQ(src.unpinned_refetched(), 0u);
+  CHECK_EQ(src.hint_stats().sent, sent);
+  CHECK_EQ(src.client().answers(), answers);
+  CHECK_EQ(src.uses_touched(), 0u);
+  // A stats call sends them first: they are counted as the fetches would have been.
+  const ExpertSourceStats s1 = src.stats();
   CHECK_EQ(src.hint_stats().sent, sent + 1);
   CHECK_EQ(src.uses_touched(), 3 * L);
-  CHECK_LE(src.client().answers(), answers + 1);  // the touch's answer at most
-  auto s1 = src.client().stats();  // answered after the touch (same connection, in order)
-  CHECK_EQ(s1["hits"].get<uint64_t>(), 3 * L);  // counted as the fetches would have been
-  CHECK_EQ(s1["misses"].get<uint64_t>(), 3 * L);
+  CHECK_EQ(s1.hits, 3 * L);
+  CHECK_EQ(s1.misses, 3 * L);
   CHECK_EQ(src.hint_stats().failed, 0u);
-  CHECK_EQ(src.client().trace_stop(), L);
-  // The trace names the uses in layer order, as "touch".
-  std::ifstream in(trace);
-  std::string line;
-  size_t k = 0;
-  for (; std::getline(in, line); ++k) {
-    REQUIRE_LT(k, L);
-    auto j = nlohmann::json::parse(line);
-    CHECK_EQ(j["op"], "touch");
-    CHECK_EQ(j["layer"].get<int>(), layers[k].layer);
-    CHECK(j["experts"].get<std::vector<int>>() == want);
-  }
-  CHECK_EQ(k, L);
 
-  // A layer naming an expert not READY in a slot it was given is fetched (and only the
-  // uses of the layers before it went ahead of that fetch).
+  // kTouchPasses passes go in one touch, sent at the last one's end, not before.
+  for (uint32_t p = 1; p < ipc::kTouchPasses; ++p) run_pass(t.c, src, want);
+  CHECK_EQ(src.hint_stats().sent, sent + 1);
+  run_pass(t.c, src, want);
+  CHECK_EQ(src.hint_stats().sent, sent + 2);
+  CHECK_EQ(src.uses_touched(), 3 * L * (1 + ipc::kTouchPasses));
+  CHECK_EQ(src.stats().hits, 3 * L * (1 + ipc::kTouchPasses));  // nothing pending: no touch
+  CHECK_EQ(src.hint_stats().sent, sent + 2);
+  CHECK_EQ(src.hint_stats().failed, 0u);
+  const uint64_t lines = L * (1 + ipc::kTouchPasses);
+  CHECK_EQ(src.client().trace_stop(), lines);
+  // The trace names the uses layer after layer, pass after pass, as "touch".
+  {
+    std::ifstream in(trace);
+    std::string line;
+    size_t k = 0;
+    for (; std::getline(in, line); ++k) {
+      REQUIRE_LT(k, lines);
+      auto j = nlohmann::json::parse(line);
+      CHECK_EQ(j["op"], "touch");
+      CHECK_EQ(j["layer"].get<int>(), layers[k % L].layer);
+      CHECK(j["experts"].get<std::vector<int>>() == want);
+    }
+    CHECK_EQ(k, lines);
+  }
+
+  // The same layer's batches stay apart (a model with one MoE layer: a pass each), and go ahead
+  // of a fetch: here three batches of the first layer, then a layer naming an expert not READY.
+  const std::string trace2 = t.tmp / "touch2.jsonl";
+  src.client().trace_start(trace2);
+  for (int b = 0; b < 3; ++b) {
+    src.fetch_layer(layers[0].layer, want);
+    ExpertView v;
+    while (src.next_ready(v) >= 0) {
+    }
+    src.end_layer();
+  }
+  CHECK_EQ(src.hint_stats().sent, sent + 2);
   src.fetch_layer(layers[0].layer, std::vector<int>{1, 9});
+  CHECK_EQ(src.hint_stats().sent, sent + 3);
   CHECK(src.client().fetch_pending());
   ExpertView v;
   while (src.next_ready(v) >= 0) {
   }
   src.end_layer();
-  CHECK_EQ(src.unpinned_layers(), L);
+  CHECK_EQ(src.unpinned_layers(), L * (1 + ipc::kTouchPasses) + 3);
+  CHECK_EQ(src.client().trace_stop(), 4u);  // three touch entries, then the fetch
+  {
+    std::ifstream in(trace2);
+    std::string line;
+    std::vector<std::string> ops;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      ops.push_back(j["op"].get<std::string>());
+      CHECK_EQ(j["layer"].get<int>(), layers[0].layer);
+    }
+    CHECK(ops == std::vector<std::string>{"touch", "touch", "touch", "fetch"});
+  }
+
+  // The time bound: with no delay the uses go at every pass's end.
+  src.set_touch_delay(std::chrono::milliseconds(0));
+  src.flush_releases();  // the fetched layer's pins (one-way too): not counted below
+  const uint64_t touched = src.uses_touched(), sent_before = src.hint_stats().sent;
+  run_pass(t.c, src, want);
+  CHECK_EQ(src.hint_stats().sent, sent_before + 1);
+  CHECK_EQ(src.uses_touched(), touched + 3 * L);
 
   // Off: every layer fetched and pinned.
   src.set_unpinned_reads(false);
-  src.fetch_layer(layers[0].layer, want);
-  CHECK(src.client().fetch_pending());
-  while (src.next_ready(v) >= 0) {
-  }
-  src.end_layer();
+  const uint64_t unpinned = src.unpinned_layers();
   run_pass(t.c, src, want);
-  CHECK_EQ(src.unpinned_layers(), L);
+  CHECK_EQ(src.unpinned_layers(), unpinned);
 
   // iod checks a touch's keys like a fetch's: a bad one is refused by name (counted by the
   // client like a failed hint, never thrown).
@@ -713,13 +757,17 @@ TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its
   src.client().stats();
   CHECK_EQ(src.hint_stats().failed, 1u);
   CHECK(src.hint_stats().last_error.find("not a MoE layer") != std::string::npos);
-  // An entry naming no expert, and more entries than a pass has layers, are refused whole.
-  const uint64_t hits = src.client().stats()["hits"].get<uint64_t>();
+  // An entry naming no expert, and more entries than kTouchPasses passes have layers, are
+  // refused whole; exactly that many are taken.
+  uint64_t hits = src.client().stats()["hits"].get<uint64_t>();
   CHECK_THROWS_WITH_AS(src.client().touch(std::vector<ipc::LayerUse>{{t.l0, {1}}, {uint32_t(layers[1].layer), {}}}),
                        doctest::Contains("names no expert"), Error);
-  std::vector<ipc::LayerUse> too_many(L + 1, ipc::LayerUse{t.l0, {1}});
-  CHECK_THROWS_WITH_AS(src.client().touch(too_many), doctest::Contains("one per layer at most"), Error);
+  std::vector<ipc::LayerUse> most(L * ipc::kTouchPasses, ipc::LayerUse{t.l0, {1}});
+  std::vector<ipc::LayerUse> too_many(most.size() + 1, ipc::LayerUse{t.l0, {1}});
+  CHECK_THROWS_WITH_AS(src.client().touch(too_many), doctest::Contains("at most 16 passes"), Error);
   CHECK_EQ(src.client().stats()["hits"].get<uint64_t>(), hits);  // nothing of them counted
+  src.client().touch(most);
+  CHECK_EQ(src.client().stats()["hits"].get<uint64_t>(), hits + most.size());
   CHECK_EQ(t.iod.stop(), 0);
 }
 
@@ -860,8 +908,7 @@ TEST_CASE("IodExperts: experts handed out several at once stay intact together; 
   CHECK_EQ(src.unpinned_layers(), 2u);
   std::array<ExpertSource::Ready, 4> out;
   REQUIRE_EQ(src.next_ready_group(out), 2u);
-  const uint64_t touched = src.uses_touched();  // the pass before's uses went with this new pass
-  CHECK_EQ(touched, 2u);
+  CHECK_EQ(src.uses_touched(), 0u);  // the batch before's uses wait (no pass ended, no fetch)
   {
     ipc::ExpertStoreClient other(t.iod.socket_path(), t.c.container_id());
     const std::vector<uint32_t> ex = {0, 2, 3, 5};
@@ -873,7 +920,9 @@ TEST_CASE("IodExperts: experts handed out several at once stay intact together; 
   std::sort(handed.begin(), handed.end());
   CHECK(handed == std::vector<int>{0, 1});
   CHECK_EQ(src.unpinned_refetched(), 2u);
-  CHECK_EQ(src.uses_touched(), touched);  // a torn read is no use: the fetch counted them
+  // The batch before's 2 uses went ahead of the fetch; a torn read is no use (the fetch counted
+  // them).
+  CHECK_EQ(src.uses_touched(), 2u);
   CHECK_EQ(t.iod.stop(), 0);
 }
 

@@ -23,7 +23,7 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   CLI::Option* no_iod = cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
   cmd->add_flag("--pinned-reads", o.pinned_reads,
                 "Through iod: fetch and pin every layer's experts even when all are READY in slots already "
-                "(default: such a layer is read unpinned, checked after, and reported in one message a token)")
+                "(default: such a layer is read unpinned, checked after, and reported in one message per 16 tokens)")
       ->excludes(no_iod);
   cmd->add_option("--run-dir", o.run_dir, "iod run directory: attach to the iod running there, else start one there");
   // Three ways to size a private iod's cache: one at a time, so none is dropped unsaid.
