@@ -90,26 +90,23 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
       error_kind = kind_of(e);
       if (const auto* w = dynamic_cast<const Error*>(&e)) error_param = w->param();
     }
-    const ExpertSourceStats delta = take_expert_traffic();
     {
       std::lock_guard lk(mu_);
       ++batches_;
       batched_sessions_ += items.size();
       max_batch_ = std::max(max_batch_, uint32_t(items.size()));
     }
-    // The step's expert traffic is shared: each request is charged its share by rows fed (the
-    // global counters stay exact).
-    uint64_t rows = 0;
-    for (const BatchItem& it : items) rows += it.tokens.size();
+    // The step's expert traffic is shared: each request is charged its share by rows fed, at
+    // most every kTrafficInterval and before it finishes (charge_traffic).
+    for (size_t k = 0; k < in_batch.size(); ++k) {
+      const std::shared_ptr<Job>& j = jobs[in_batch[k]];
+      if (items[k].tokens.empty()) continue;
+      if (j->uncharged_rows == 0) uncharged_.push_back(j);
+      j->uncharged_rows += items[k].tokens.size();
+    }
+    if (!error.empty() || Clock::now() - traffic_taken_ >= kTrafficInterval) charge_traffic();
     for (size_t k = 0; k < in_batch.size(); ++k) {
       Job& j = *jobs[in_batch[k]];
-      const uint64_t r = items[k].tokens.size();
-      const ExpertSourceStats share = stats::share(delta, r, rows);
-      stats::add(j.out.experts, share);
-      {
-        std::lock_guard lk(mu_);
-        stats::add(j.s->counters.experts, share);
-      }
       if (!error.empty()) {
         // Every session of the failed step is half-updated (the layers ran for all of them).
         const size_t others = in_batch.size() - 1;
@@ -361,6 +358,7 @@ bool EngineService::start_decoding(Job& j) {
 }
 
 void EngineService::finish(Job& j, std::string error, ErrorKind kind, std::string param) {
+  if (j.uncharged_rows > 0) charge_traffic();  // its share of the traffic, before its outcome goes
   if (error.empty() && j.stops && !j.stops->stopped()) {
     // Whatever was held back (a partial character, an open element, a tail that did not become
     // a stop).

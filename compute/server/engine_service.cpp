@@ -104,6 +104,23 @@ ExpertSourceStats EngineService::take_expert_traffic() {
   return delta;
 }
 
+void EngineService::charge_traffic() {
+  const ExpertSourceStats delta = take_expert_traffic();
+  traffic_taken_ = Clock::now();
+  uint64_t rows = 0;
+  for (const auto& j : uncharged_) rows += j->uncharged_rows;
+  for (const auto& j : uncharged_) {
+    const ExpertSourceStats share = stats::share(delta, j->uncharged_rows, rows);
+    stats::add(j->out.experts, share);
+    {
+      std::lock_guard lk(mu_);
+      stats::add(j->s->counters.experts, share);
+    }
+    j->uncharged_rows = 0;
+  }
+  uncharged_.clear();
+}
+
 void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
   // The engine and any iod connection are made here: the iod client's RPC runs on the kj event
   // loop of the thread that created it.

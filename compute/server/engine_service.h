@@ -330,9 +330,17 @@ class EngineService {
   uint32_t max_batch_ = 0;
   ExpertSourceStats expert_stats_;  // as of the end of the worker's last step (under mu_)
   // The expert traffic since the last call (worker only): one stats call to iod, whose answer
-  // also becomes expert_stats_. Called once per step and eval (it was three calls a step, each a
-  // round trip waking iod, per decoded token).
+  // also becomes expert_stats_.
   ExpertSourceStats take_expert_traffic();
+  // Takes the traffic and charges it to the jobs that fed rows since the last charge, each its
+  // share by rows (the global counters stay exact). A take is a round trip waking iod, whose
+  // task switches cost the model's threads their TLB (docs/LEARNED.md, session 24), so steps
+  // charge at most every kTrafficInterval; a job with uncharged rows is charged before it
+  // finishes, and an eval charges first (what came before is the jobs', not the eval's).
+  void charge_traffic();
+  static constexpr std::chrono::milliseconds kTrafficInterval{250};
+  std::vector<std::shared_ptr<Job>> uncharged_;  // worker: jobs with uncharged rows
+  std::chrono::steady_clock::time_point traffic_taken_{};  // worker: the last charge
   std::function<void()> on_stopped_;
   std::vector<uint32_t> test_reply_ids_;
   mutable std::once_flag vocab_once_;

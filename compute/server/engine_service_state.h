@@ -78,6 +78,9 @@ struct EngineService::Job {
   std::string vision_error;             // the tower failed: the worker ends the job with this
   Clock::time_point submitted, started, decode_started;
   bool has_started = false;
+  // Rows fed since the expert traffic was last charged (charge_traffic): this job's share of
+  // the traffic to come is by these rows.
+  uint64_t uncharged_rows = 0;
   GenerateOutcome out;
 };
 

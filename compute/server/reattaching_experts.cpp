@@ -120,7 +120,7 @@ ExpertSourceStats ReattachingExperts::stats() {
       // Reported from the last good answer. iod did not answer in time (or is gone): the
       // connection is dropped like after any failed call, so the next model call attaches
       // afresh, and fails while iod stays away. (Unpinned reads may need no other call: this
-      // one, once a step, is what notices a stopped iod.)
+      // one, every 250 ms while jobs run and when one ends, is what notices a stopped iod.)
       health_.failed(e.what());
       lost_ = true;
     }

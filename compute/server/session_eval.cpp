@@ -47,7 +47,7 @@ void EngineService::eval(uint64_t session, std::vector<int32_t> ids, bool stepwi
       }
       std::vector<float> logits;
       std::exception_ptr failure;
-      take_expert_traffic();  // what came before is not this eval's
+      charge_traffic();  // what came before is the running jobs', not this eval's
       try {
         // A state of its own, as `waste eval`: the session's conversation is not touched.
         Session fresh = engine_->new_session(s->context);
