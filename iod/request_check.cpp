@@ -23,7 +23,7 @@ std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader l
 
 std::vector<LayerUse> layer_uses_of(capnp::List<proto::LayerUse>::Reader list) {
   // A list of empty structs costs the peer no bytes per element: bounded before anything is
-  // allocated (a touch holds one entry per MoE layer; no container has more layers than this).
+  // allocated (a touch holds one entry per MoE layer of each of up to kTouchPasses passes).
   require_request(list.size() <= kMaxTouchEntries,
                   "touch: " + std::to_string(list.size()) + " entries (at most " + std::to_string(kMaxTouchEntries) + ")",
                   "uses");
@@ -58,8 +58,7 @@ void check_layer_uses(const ServedExperts& served, std::span<const LayerUse> use
   // A touch may span up to kTouchPasses passes over the layers, one entry per layer of each.
   require_request(uses.size() <= moe_layers * ipc::kTouchPasses,
                   "touch: " + std::to_string(uses.size()) + " entries for " + std::to_string(moe_layers) +
-                      " MoE layers (one per layer of each of at most " + std::to_string(ipc::kTouchPasses) +
-                      " passes)",
+                      " MoE layers (at most " + std::to_string(ipc::kTouchPasses) + " passes of one per layer)",
                   "uses");
   for (const LayerUse& u : uses) {
     require_request(!u.experts.empty(), "touch: layer " + std::to_string(u.layer) + " names no expert", "uses");

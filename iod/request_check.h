@@ -22,9 +22,10 @@ std::vector<uint32_t> experts_of(capnp::List<uint32_t>::Reader list);
 std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader list);
 
 // The experts each decoder layer used without a fetch (touch), as sent. A touch has one entry per
-// MoE layer at most, and no config has more than 1024 layers (shared/model/config.cpp).
+// MoE layer of each of at most ipc::kTouchPasses passes, and no config has more than 1024 layers
+// (shared/model/config.cpp).
 using ipc::LayerUse;
-constexpr uint32_t kMaxTouchEntries = 1024;
+constexpr uint32_t kMaxTouchEntries = 1024 * ipc::kTouchPasses;
 std::vector<LayerUse> layer_uses_of(capnp::List<proto::LayerUse>::Reader list);
 
 // What a key may name: per decoder layer its routed expert count (0 for a dense layer).
@@ -37,9 +38,9 @@ struct ServedExperts {
 // Throws InvalidRequest naming "layer" or "experts" unless `layer` is a MoE layer served and
 // `expert` one of its experts.
 void check_expert_key(const ServedExperts& served, uint32_t layer, uint32_t expert);
-// Throws InvalidRequest naming "uses" unless a touch names at most ipc::kTouchPasses entries per MoE
-// layer served (that many passes over the layers), each with 1 to that layer's expert count keys,
-// every key served.
+// Throws InvalidRequest naming "uses" unless a touch has at most ipc::kTouchPasses times as many
+// entries as MoE layers are served (that many passes over the layers), each with 1 to that
+// layer's expert count keys, every key served.
 void check_layer_uses(const ServedExperts& served, std::span<const LayerUse> uses);
 // Throws InvalidRequest naming "handles" unless the handle names one of the cache's `slots` slots.
 void check_release_slot(const ipc::SlotHandle& h, uint32_t slots);

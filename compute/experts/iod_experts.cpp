@@ -213,6 +213,9 @@ void IodExperts::prefetch(int layer, std::span<const int> experts) {
     return;
   }
   timeline::Span span("prefetch_issue", "compute", layer);
+  // The pending uses go first: iod picks the hint's victims knowing every use made before it
+  // (one more message only when a hint follows cached layers; iod wakes for the hint anyway).
+  send_uses(false);
   // Fire-and-forget: waiting for iod's answer cost a round trip per layer (~1 ms per token-layer
   // when everything is cached) for a hint whose answer we never use. Its errors are counted by
   // the client, never thrown: a hint must not fail the token (a dead iod fails the next fetch).
@@ -273,7 +276,7 @@ void IodExperts::pin_the_rest(std::span<const size_t> torn) {
   if (index.empty()) return;
   // The layer's experts already used intact go in the same fetch (hits: nothing is read, and
   // their pins go back with the next message), so iod sees the layer as one request, as it
-  // would have without unpinned reads; the token's earlier layers' uses go first, in order.
+  // would have without unpinned reads; the uses pending from earlier batches go first, in order.
   const std::vector<uint32_t> used = uses_.take_layer(uint32_t(layer_));
   flush_uses();
   std::vector<uint32_t> ids = used;
@@ -294,7 +297,7 @@ void IodExperts::pin_the_rest(std::span<const size_t> torn) {
   unpinned_refetched_ += index.size();
 }
 
-void IodExperts::PassUses::add(uint32_t layer, uint32_t expert) {
+void IodExperts::PendingUses::add(uint32_t layer, uint32_t expert) {
   if (!open_ || entries_[live_ - 1].layer != layer) {
     if (live_ == 0) first_added_ = Clock::now();
     if (live_ == entries_.size()) entries_.emplace_back();
@@ -306,13 +309,13 @@ void IodExperts::PassUses::add(uint32_t layer, uint32_t expert) {
   entries_[live_ - 1].experts.push_back(expert);
 }
 
-std::vector<uint32_t> IodExperts::PassUses::take_layer(uint32_t layer) {
+std::vector<uint32_t> IodExperts::PendingUses::take_layer(uint32_t layer) {
   if (!open_ || entries_[live_ - 1].layer != layer) return {};
   open_ = false;
   return entries_[--live_].experts;
 }
 
-size_t IodExperts::PassUses::experts() const {
+size_t IodExperts::PendingUses::experts() const {
   size_t n = 0;
   for (const ipc::LayerUse& u : entries()) n += u.experts.size();
   return n;

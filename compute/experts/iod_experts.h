@@ -27,10 +27,11 @@
 // replaced). Garbage never leads a kernel out of bounds: a view's pointers and shapes come from
 // the manifest, never from the slot, and a VQ3R code byte indexes a 256-entry book. The uses go
 // to iod after the fact, one `touch` per ipc::kTouchPasses tokens (or kTouchDelay, and always
-// before a fetch or a stats call), so its hit counts, the policy's use order, the usage file and
+// before a fetch, a hint or a stats call), so its hit counts, the policy's use order, the usage file and
 // traces still see every expert the model used, in order. With everything cached this leaves one
-// message in 16 tokens instead of a fetch (and its wake-ups of iod) per layer. While iod does not answer the one-way calls (hint_capacity unanswered) or the
-// connection is gone, layers go back to fetches, whose deadlines report it.
+// message in 16 tokens instead of a fetch (and its wake-ups of iod) per layer. While iod does
+// not answer the one-way calls (hint_capacity unanswered) or the connection is gone, layers go
+// back to fetches, whose deadlines report it.
 //
 // Nothing waits on iod without a deadline: every RPC is bounded by call_timeout_ms
 // (ExpertStoreClient), and a slot wait pings iod every `liveness_ms`, so a daemon that went
@@ -189,7 +190,7 @@ class IodExperts : public ExpertSource {
   // ipc::kTouchPasses passes. Entries and their lists are kept between sends (live_ says how
   // many are pending): once warm, the per-token path allocates nothing for them.
   using Clock = std::chrono::steady_clock;
-  class PassUses {
+  class PendingUses {
    public:
     // The next use starts a new entry: a layer batch began (two passes of a model with one MoE
     // layer must stay two entries, as iod counts a token per pass).
@@ -221,7 +222,7 @@ class IodExperts : public ExpertSource {
   static constexpr std::chrono::milliseconds kTouchDelay{250};
   std::chrono::milliseconds touch_delay_ = kTouchDelay;
   size_t touch_entries_max_ = 0;  // ipc::kTouchPasses x the container's MoE layers
-  PassUses uses_;
+  PendingUses uses_;
   uint64_t unpinned_layers_ = 0, unpinned_refetched_ = 0, uses_touched_ = 0, uses_dropped_ = 0;
 };
 

@@ -83,6 +83,10 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
     ErrorKind error_kind = ErrorKind::Internal;
     std::string error_param;
     std::vector<std::string> faulted;  // per item: an expert of its rows could not be had
+    // A request's share starts with its first step: the traffic before it is the others'.
+    bool newcomer = false;
+    for (size_t i : in_batch) newcomer |= !jobs[i]->ever_fed;
+    if (newcomer && !uncharged_.empty()) charge_traffic();
     try {
       faulted = engine_->model().forward_batch(items);
     } catch (const std::exception& e) {
@@ -100,6 +104,7 @@ void EngineService::run_round(std::vector<std::shared_ptr<Job>>& jobs) {
     // most every kTrafficInterval and before it finishes (charge_traffic).
     for (size_t k = 0; k < in_batch.size(); ++k) {
       const std::shared_ptr<Job>& j = jobs[in_batch[k]];
+      j->ever_fed = true;
       if (items[k].tokens.empty()) continue;
       if (j->uncharged_rows == 0) uncharged_.push_back(j);
       j->uncharged_rows += items[k].tokens.size();
@@ -358,7 +363,9 @@ bool EngineService::start_decoding(Job& j) {
 }
 
 void EngineService::finish(Job& j, std::string error, ErrorKind kind, std::string param) {
-  if (j.uncharged_rows > 0) charge_traffic();  // its share of the traffic, before its outcome goes
+  // Its share of the traffic, before its outcome goes. (Only the worker feeds rows: a job the
+  // vision thread finishes at shutdown never fed any, so that thread makes no iod call here.)
+  if (j.uncharged_rows > 0) charge_traffic();
   if (error.empty() && j.stops && !j.stops->stopped()) {
     // Whatever was held back (a partial character, an open element, a tail that did not become
     // a stop).

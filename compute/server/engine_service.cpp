@@ -97,6 +97,7 @@ void EngineService::vision_main() {
 int64_t EngineService::max_context() const { return options_.max_context; }
 
 ExpertSourceStats EngineService::take_expert_traffic() {
+  traffic_taken_ = Clock::now();
   const ExpertSourceStats now = engine_->experts().stats();
   std::lock_guard lk(mu_);
   const ExpertSourceStats delta = stats::minus(now, expert_stats_);
@@ -105,8 +106,16 @@ ExpertSourceStats EngineService::take_expert_traffic() {
 }
 
 void EngineService::charge_traffic() {
-  const ExpertSourceStats delta = take_expert_traffic();
-  traffic_taken_ = Clock::now();
+  ExpertSourceStats delta;
+  try {
+    delta = take_expert_traffic();
+  } catch (const std::exception& e) {
+    // Never a request's failure (this runs as one ends, and on a failed step's way out): the
+    // rows stay uncharged until the next charge. (iod's sources report a lost daemon without
+    // throwing; this guards any other source.)
+    spdlog::warn("compute: expert traffic not charged yet: {}", e.what());
+    return;
+  }
   uint64_t rows = 0;
   for (const auto& j : uncharged_) rows += j->uncharged_rows;
   for (const auto& j : uncharged_) {
@@ -157,7 +166,7 @@ void EngineService::worker_main(std::shared_ptr<std::promise<void>> ready) {
     }
     engine_ = std::make_unique<Engine>(eo);
     config_ = engine_->config();
-    expert_stats_ = engine_->experts().stats();  // the base of the first step's traffic
+    expert_stats_ = engine_->experts().stats();  // the base of the first charge's traffic
     prompt_cache_ = std::make_unique<PromptCache>(
         options_.prompt_cache_bytes ? *options_.prompt_cache_bytes
                                     : plan::default_prompt_cache_bytes(config_, engine_->model().mla_cache_format(), uint64_t(options_.context)));

@@ -328,9 +328,9 @@ class EngineService {
   size_t step_prefill_chunk_ = 1;  // prompt tokens one prefill may feed in this step (worker)
   uint64_t batches_ = 0, batched_sessions_ = 0;
   uint32_t max_batch_ = 0;
-  ExpertSourceStats expert_stats_;  // as of the end of the worker's last step (under mu_)
+  ExpertSourceStats expert_stats_;  // as of the last take_expert_traffic (under mu_)
   // The expert traffic since the last call (worker only): one stats call to iod, whose answer
-  // also becomes expert_stats_.
+  // also becomes expert_stats_ (and its time traffic_taken_).
   ExpertSourceStats take_expert_traffic();
   // Takes the traffic and charges it to the jobs that fed rows since the last charge, each its
   // share by rows (the global counters stay exact). A take is a round trip waking iod, whose
@@ -338,6 +338,7 @@ class EngineService {
   // charge at most every kTrafficInterval; a job with uncharged rows is charged before it
   // finishes, and an eval charges first (what came before is the jobs', not the eval's).
   void charge_traffic();
+  // As IodExperts::kTouchDelay: iod's counters lag a running request by about this much.
   static constexpr std::chrono::milliseconds kTrafficInterval{250};
   std::vector<std::shared_ptr<Job>> uncharged_;  // worker: jobs with uncharged rows
   std::chrono::steady_clock::time_point traffic_taken_{};  // worker: the last charge

@@ -79,8 +79,9 @@ struct EngineService::Job {
   Clock::time_point submitted, started, decode_started;
   bool has_started = false;
   // Rows fed since the expert traffic was last charged (charge_traffic): this job's share of
-  // the traffic to come is by these rows.
+  // the traffic to come is by these rows. ever_fed: it has been in a step.
   uint64_t uncharged_rows = 0;
+  bool ever_fed = false;
   GenerateOutcome out;
 };
 

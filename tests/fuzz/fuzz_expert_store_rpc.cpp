@@ -64,8 +64,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const auto uses = waste::iod::layer_uses_of(p.getUses());
         if (uses.size() > waste::iod::kMaxTouchEntries) __builtin_trap();
         waste::iod::check_layer_uses(served(), uses);
-        // Accepted: one entry per MoE layer at most, none empty, every key served.
-        if (uses.size() > 3) __builtin_trap();
+        // Accepted: one entry per MoE layer of each of at most kTouchPasses passes, none empty,
+        // every key served.
+        if (uses.size() > 3 * waste::ipc::kTouchPasses) __builtin_trap();
         for (const auto& use : uses) {
           if (use.experts.empty()) __builtin_trap();
           check_keys(use.layer, use.experts);

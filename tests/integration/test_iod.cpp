@@ -739,7 +739,7 @@ TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its
 
   // The time bound: with no delay the uses go at every pass's end.
   src.set_touch_delay(std::chrono::milliseconds(0));
-  src.flush_releases();  // the fetched layer's pins (one-way too): not counted below
+  src.flush_releases();  // the fetched layer's pins, sent now: the one-way count below is the touch's
   const uint64_t touched = src.uses_touched(), sent_before = src.hint_stats().sent;
   run_pass(t.c, src, want);
   CHECK_EQ(src.hint_stats().sent, sent_before + 1);
@@ -764,7 +764,7 @@ TEST_CASE("IodExperts: a layer READY in slots it was given is read unpinned; its
                        doctest::Contains("names no expert"), Error);
   std::vector<ipc::LayerUse> most(L * ipc::kTouchPasses, ipc::LayerUse{t.l0, {1}});
   std::vector<ipc::LayerUse> too_many(most.size() + 1, ipc::LayerUse{t.l0, {1}});
-  CHECK_THROWS_WITH_AS(src.client().touch(too_many), doctest::Contains("at most 16 passes"), Error);
+  CHECK_THROWS_WITH_AS(src.client().touch(too_many), doctest::Contains("at most 16 passes of one per layer"), Error);
   CHECK_EQ(src.client().stats()["hits"].get<uint64_t>(), hits);  // nothing of them counted
   src.client().touch(most);
   CHECK_EQ(src.client().stats()["hits"].get<uint64_t>(), hits + most.size());

@@ -53,7 +53,7 @@ std::string text_of(const Http& h) {
 
 }  // namespace
 
-TEST_CASE("liveness: with iod stopped a request served from the cache answers, one needing iod fails within the deadline, /health names it, and it recovers") {
+TEST_CASE("liveness: with iod stopped a request answers from the cache or fails within the deadline, /health names it, and it recovers") {
   const std::string http = "127.0.0.1:" + std::to_string(free_port());
   Instance inst("--http " + http + " --ctx 256 --iod-timeout 1500 --compute-timeout 1500 --wedge-timeout 0");
   REQUIRE_MESSAGE(inst.ok(), inst.why());
@@ -68,11 +68,15 @@ TEST_CASE("liveness: with iod stopped a request served from the cache answers, o
   {
     ScopedStop stop(inst.pid_of("iod"));
     // The warm request's experts are all READY in the cache: read unpinned, they need no call
-    // to iod (a stopped iod reuses no slot), so the same request gets the same text. Its share
-    // of iod's counters is asked for as it ends: that call waits out the deadline, no longer.
+    // to iod between the charges of iod's traffic (every 250 ms, and as a request ends), and a
+    // stopped iod reuses no slot. So the same request either answers with the same text (no
+    // charge fell within it but its last, which waits out the deadline) or fails as one needing
+    // iod does (a charge, or compute's idle ping, found iod not answering first): within the
+    // deadline either way.
     const Http cached = curl(base + "/v1/completions", tmp.path(), kCompletion);
-    CHECK_MESSAGE(cached.status == 200, cached.body);
+    CHECK_MESSAGE((cached.status == 200 || cached.status == 503), cached.body);
     if (cached.status == 200) CHECK(text_of(cached) == text_of(warm));
+    if (cached.status == 503) CHECK_MESSAGE(parse(cached.body)["error"]["code"] == "iod_unavailable", cached.body);
     MESSAGE("a cached request with iod stopped: " << cached.status << " after " << cached.seconds << " s (deadline 1.5 s)");
     CHECK(cached.seconds < 10);  // a bound on a hang
     // /health says iod is not there, and answers in bounded time itself.
