@@ -578,7 +578,7 @@ void IodExperts::end_layer() {
 }
 
 ExpertSourceStats IodExperts::stats() {
-  if (!dead_) flush_uses();  // answered after the touch (same connection, in order): counted
+  flush_uses();  // answered after the touch (same connection, in order): counted (dead: dropped, counted so)
   return stats::from_json<ExpertSourceStats>(client_->stats());
 }
 

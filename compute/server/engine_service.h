@@ -341,7 +341,7 @@ class EngineService {
   // As IodExperts::kTouchDelay: iod's counters lag a running request by about this much.
   static constexpr std::chrono::milliseconds kTrafficInterval{250};
   std::vector<std::shared_ptr<Job>> uncharged_;  // worker: jobs with uncharged rows
-  std::chrono::steady_clock::time_point traffic_taken_{};  // worker: the last charge
+  std::chrono::steady_clock::time_point traffic_taken_{};  // worker: the last take_expert_traffic
   std::function<void()> on_stopped_;
   std::vector<uint32_t> test_reply_ids_;
   mutable std::once_flag vocab_once_;
