@@ -241,10 +241,11 @@ void Store::start_read(uint32_t slot, ExpertKey key, bool demand, bool evicted, 
 }
 
 void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns) {
-  if (timeline::enabled()) {
-    const int64_t now = timeline::now_ns();
-    timeline::span("read", "iod", now - int64_t(latency_ns), now, int(job.layer), int(job.expert));
-  }
+  // The check's own span shows what the reading thread spends per record before READY (while
+  // it checks, no queued read is submitted).
+  const int64_t check_start = timeline::enabled() ? timeline::now_ns() : 0;
+  if (timeline::enabled())
+    timeline::span("read", "iod", check_start - int64_t(latency_ns), check_start, int(job.layer), int(job.expert));
   std::string why;
   const ExpertLayerInfo* l = container_.expert_layer(int(job.layer));
   const std::string who = "layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": ";
@@ -266,6 +267,7 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
     why = who + "read abandoned: the io_uring ring failed with it in flight (slot " + std::to_string(job.slot) +
           " quarantined; fetch it again)";
   if (!why.empty()) spdlog::error("iod: {}: {}", l->bank_path, why);
+  if (timeline::enabled()) timeline::span("check", "iod", check_start, timeline::now_ns(), int(job.layer), int(job.expert));
   ipc::SlotEntry& e = segment_.entry(job.slot);
   // The state word is published under the lock together with io_busy, so a fetch never sees
   // FAILED on a slot it still believes busy (it would count a hit and hand out the failure
