@@ -21,7 +21,9 @@ constexpr uint64_t kSegmentMagic = 0x31474553584157ull;  // "WAXSEG1"
 // layer's pins to its next hint; an iod that ignored that field would never unpin them).
 // 3: touch (compute of this build reads READY slots unpinned and reports those uses after the
 // fact; an iod without it would refuse every touch, and its policy would never see those uses).
-constexpr uint32_t kSegmentVersion = 3;
+// 4: a touch spans up to kTouchPasses passes (an iod of version 3 takes one entry per MoE layer
+// and would refuse every touch of this build's compute).
+constexpr uint32_t kSegmentVersion = 4;
 constexpr uint64_t kSegmentHeaderBytes = 4096;
 constexpr uint64_t kSlotAlign = 4096;
 // Largest slot a client accepts (a record is at most 4 GiB, format.h); keeps the layout's
