@@ -10,6 +10,7 @@
 
 #include "proto/expert_store.capnp.h"
 #include "shared/ipc/expert_store_client.h"
+#include "shared/model/config.h"
 
 namespace waste {
 class Container;
@@ -22,10 +23,9 @@ std::vector<uint32_t> experts_of(capnp::List<uint32_t>::Reader list);
 std::vector<ipc::SlotHandle> handles_of(capnp::List<proto::SlotHandle>::Reader list);
 
 // The experts each decoder layer used without a fetch (touch), as sent. A touch has one entry per
-// MoE layer of each of at most ipc::kTouchPasses passes, and no config has more than 1024 layers
-// (shared/model/config.cpp).
+// MoE layer of each of at most ipc::kTouchPasses passes, and no config has more than kMaxDecoderLayers.
 using ipc::LayerUse;
-constexpr uint32_t kMaxTouchEntries = 1024 * ipc::kTouchPasses;
+constexpr uint32_t kMaxTouchEntries = uint32_t(kMaxDecoderLayers) * ipc::kTouchPasses;
 std::vector<LayerUse> layer_uses_of(capnp::List<proto::LayerUse>::Reader list);
 
 // What a key may name: per decoder layer its routed expert count (0 for a dense layer).

@@ -146,7 +146,7 @@ ModelConfig ModelConfig::from_json(const std::string& json_text, const std::stri
 
   c.vocab = r.dim("vocab_size", 2, 1 << 24);
   c.hidden = r.dim("hidden_size", 8, kMaxDim);
-  c.n_layers = r.dim("num_hidden_layers", 1, 1024);
+  c.n_layers = r.dim("num_hidden_layers", 1, kMaxDecoderLayers);
   c.dense_intermediate = r.dim("intermediate_size", 1, kMaxDim);
   c.rms_eps = r.real("rms_norm_eps", 1e-6f, 0.0, 1.0, true);
   c.bos = r.dim_or("bos_token_id", -1, -1, c.vocab - 1);

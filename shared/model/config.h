@@ -14,6 +14,10 @@ enum class Activation { SiLU, SiTU };
 const char* arch_name(Arch arch);  // "kimi_linear", "kimi_k3", "deepseek_v3"
 Arch arch_from_name(const std::string& name);
 
+// The most decoder layers a config may declare (K3 has 93). Peers size their bounds from it too
+// (iod's bound on a touch's entries, iod/request_check.h).
+constexpr int kMaxDecoderLayers = 1024;
+
 struct ModelConfig {
   Arch arch = Arch::KimiLinear;
   std::string tensor_prefix;  // "language_model." when the text model is nested (K3), else ""
