@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "shared/stats/json.h"
 #include "shared/util/error.h"
 #include "shared/util/timeline.h"
@@ -59,6 +61,13 @@ IodExperts::~IodExperts() {
     end_layer();
     flush_releases();
     send_uses(false);  // the unpinned uses still pending
+    // Refused when iod leaves every one-way call unanswered: a destructor does not wait out the
+    // call deadline for counters, so those uses are lost to iod's hit counts and usage file, and
+    // said so here (this object's own counters die with it).
+    if (!uses_.empty())
+      spdlog::warn("iod: {} expert uses served unpinned were not reported (iod is not answering one-way calls); "
+                   "its hit counts and usage file miss them",
+                   uses_.experts());
   } catch (...) {  // iod already gone: its pins died with our connection anyway
   }
 }
