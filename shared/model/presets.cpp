@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/model/config.h"
 #include "shared/util/error.h"
 
 namespace waste {
@@ -161,7 +162,7 @@ std::string preset_config_json(const std::string& name, const PresetOverrides& o
   json& t = c.contains("text_config") ? c["text_config"] : c;
   const bool kimi = t.contains("linear_attn_config");
   if (o.layers > 0) {
-    if (o.layers > 1024) throw Error("--layers must be at most 1024");
+    if (o.layers > kMaxDecoderLayers) throw Error("--layers must be at most " + std::to_string(kMaxDecoderLayers));
     if (kimi) {
       // Keep the family's pattern: MLA every 4th layer (1-based), KDA elsewhere.
       set_kimi_layers(t, o.layers, [](int l) { return l % 4 == 0; });

@@ -101,6 +101,7 @@ TEST_CASE("configs that would make every logit NaN are refused naming the field"
   refused(kl, "/rms_norm_eps", 0.0, "rms_norm_eps");
   refused(kl, "/hidden_size", 128.5, "'hidden_size' must be an integer, not 128.5");
   refused(kl, "/num_hidden_layers", 4.0, "must be an integer");
+  refused(kl, "/num_hidden_layers", waste::kMaxDecoderLayers + 1, "num_hidden_layers");  // iod's bounds assume it
   refused(ds, "/routed_scaling_factor", 0.0, "routed_scaling_factor");
   refused(ds, "/rope_theta", -5.0, "rope_theta");
   nlohmann::json yarn = ds;
