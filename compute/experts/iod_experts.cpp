@@ -65,8 +65,8 @@ IodExperts::~IodExperts() {
     // call deadline for counters, so those uses are lost to iod's hit counts and usage file, and
     // said so here (this object's own counters die with it).
     if (!uses_.empty())
-      spdlog::warn("iod: {} expert uses served unpinned were not reported (iod is not answering one-way calls); "
-                   "its hit counts and usage file miss them",
+      spdlog::warn("iod: {} expert uses served unpinned were not reported (the connection's one-way calls to iod "
+                   "were all unanswered at close); its hit counts and usage file miss them",
                    uses_.experts());
   } catch (...) {  // iod already gone: its pins died with our connection anyway
   }
