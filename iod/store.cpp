@@ -244,8 +244,10 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
   // The check's own span shows what the reading thread spends per record before READY (while
   // it checks, no queued read is submitted).
   const int64_t check_start = timeline::enabled() ? timeline::now_ns() : 0;
-  if (timeline::enabled())
-    timeline::span("read", "iod", check_start - int64_t(latency_ns), check_start, int(job.layer), int(job.expert));
+  if (timeline::enabled()) {
+    const int64_t submitted = job.submitted_ns ? job.submitted_ns : check_start - int64_t(latency_ns);
+    timeline::span("read", "iod", submitted, submitted + int64_t(latency_ns), int(job.layer), int(job.expert));
+  }
   std::string why;
   const ExpertLayerInfo* l = container_.expert_layer(int(job.layer));
   const std::string who = "layer " + std::to_string(job.layer) + " expert " + std::to_string(job.expert) + ": ";

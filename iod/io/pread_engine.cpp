@@ -7,6 +7,7 @@
 
 #include "iod/io/read_engine.h"
 #include "shared/platform/direct_io.h"
+#include "shared/util/timeline.h"
 
 namespace waste::iod {
 
@@ -30,6 +31,7 @@ class PreadEngine final : public ReadEngine {
   void run() {
     while (auto job = queue_.pop_wait()) {
       auto t0 = std::chrono::steady_clock::now();
+      if (timeline::enabled()) job->submitted_ns = timeline::now_ns();
       const int64_t got = platform::read_at(job->fd, job->dst, job->bytes, job->offset);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
       done_(*job, got, uint64_t(ns));

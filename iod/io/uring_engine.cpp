@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "iod/io/read_engine.h"
+#include "shared/util/timeline.h"
 
 namespace waste::iod {
 
@@ -123,6 +124,7 @@ class UringEngine final : public ReadEngine {
         int buf_index = int(off / slot_bytes_ / slots_per_buffer_);
         io_uring_prep_read_fixed(sqe, job->fd, job->dst, job->bytes, job->offset, buf_index);
         io_uring_sqe_set_data64(sqe, job->slot);
+        if (timeline::enabled()) job->submitted_ns = timeline::now_ns();
         inflight_[job->slot] = {*job, std::chrono::steady_clock::now(), true};
         ++in_flight_;
         ++submitted_;
