@@ -7,7 +7,6 @@
 
 #include "iod/io/read_engine.h"
 #include "shared/platform/direct_io.h"
-#include "shared/util/timeline.h"
 
 namespace waste::iod {
 
@@ -30,8 +29,10 @@ class PreadEngine final : public ReadEngine {
  private:
   void run() {
     while (auto job = queue_.pop_wait()) {
+      // One clock read for the latency and the span's start (steady_clock is CLOCK_MONOTONIC on
+      // Linux, the timeline's clock).
       auto t0 = std::chrono::steady_clock::now();
-      if (timeline::enabled()) job->submitted_ns = timeline::now_ns();
+      job->submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
       const int64_t got = platform::read_at(job->fd, job->dst, job->bytes, job->offset);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
       done_(*job, got, uint64_t(ns));

@@ -22,8 +22,8 @@ struct ReadJob {
   uint32_t bytes = 0;   // the record stride (4 KiB multiple)
   uint8_t* dst = nullptr;
   uint32_t layer = 0, expert = 0;
-  // When the engine submitted the read (the timeline's clock), set only while a timeline records:
-  // the read's span starts there (its completion may be handled later, after other records'
+  // When the engine submitted the read (CLOCK_MONOTONIC ns, the timeline's clock, from the same
+  // clock read as its latency; 0 from an engine that does not say): the read's span starts there (its completion may be handled later, after other records'
   // checks, so "handled minus latency" would place it late).
   int64_t submitted_ns = 0;
   // Set by an engine that gave up on a read the kernel may still complete (a dead io_uring):

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "iod/io/read_engine.h"
-#include "shared/util/timeline.h"
 
 namespace waste::iod {
 
@@ -124,8 +123,10 @@ class UringEngine final : public ReadEngine {
         int buf_index = int(off / slot_bytes_ / slots_per_buffer_);
         io_uring_prep_read_fixed(sqe, job->fd, job->dst, job->bytes, job->offset, buf_index);
         io_uring_sqe_set_data64(sqe, job->slot);
-        if (timeline::enabled()) job->submitted_ns = timeline::now_ns();
-        inflight_[job->slot] = {*job, std::chrono::steady_clock::now(), true};
+        // One clock read for both: steady_clock is CLOCK_MONOTONIC on Linux, the timeline's clock.
+        const auto now = std::chrono::steady_clock::now();
+        job->submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+        inflight_[job->slot] = {*job, now, true};
         ++in_flight_;
         ++submitted_;
         reads_unsubmitted_ = true;
