@@ -21,6 +21,7 @@
 #include "shared/util/error.h"
 #include "shared/util/run_dir.h"
 #include "shared/util/file.h"
+#include "shared/util/progress.h"
 
 namespace waste::iod {
 
@@ -113,6 +114,17 @@ UringFaults uring_faults_from_env() {
 
 }  // namespace
 
+// --read-chunk: a 4 KiB multiple (a chunk is an O_DIRECT read of its own), up to kMaxReadChunk,
+// or 0 for whole records.
+uint64_t read_chunk_bytes(const std::string& text) {
+  const uint64_t n = parse_size(text, "--read-chunk");
+  if (n % 4096 != 0 || n > kMaxReadChunk)
+    throw Error("--read-chunk " + text + ": must be 0 (whole records) or a multiple of 4 KiB up to " +
+                    std::to_string(kMaxReadChunk >> 20) + " MiB",
+                ErrorKind::InvalidRequest, "--read-chunk");
+  return n;
+}
+
 int run_daemon(const DaemonOptions& o) {
   // Signals first, before any thread exists, so every thread inherits them blocked and the
   // event loop is the one that sees them.
@@ -155,7 +167,11 @@ int run_daemon(const DaemonOptions& o) {
   so.slots = budget.slots;
   so.io = o.io;
   so.shm = ipc::parse_segment_backing(o.shm);
-  so.queue_depth = std::max<uint32_t>(1, std::min<uint32_t>(o.queue_depth, 256));
+  so.queue_depth = o.queue_depth;  // main bounds it (1-256)
+  so.read_chunk = read_chunk_bytes(o.read_chunk);
+  if (so.read_chunk != 0 && o.io == "pread")
+    throw Error("--read-chunk " + o.read_chunk + ": the pread pool reads whole records (chunks are an io_uring mode)",
+                ErrorKind::InvalidRequest, "--read-chunk");
   so.policy = o.policy.empty() ? cache::kDefaultPolicy : o.policy;
   Hotlist hot = o.usage ? hotlist(container, g) : Hotlist{};
   so.prior = hot.prior;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "iod/io/io_choice.h"
+#include "iod/io/read_engine.h"
 #include "shared/image/image_budget.h"
 #include "shared/util/option_limits.h"
 
@@ -23,11 +24,17 @@ struct DaemonOptions {
   std::string io = kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
   std::string shm = "auto";     // the segment's backing (ipc::parse_segment_backing)
   uint32_t queue_depth = 32;
+  // io_uring: a record is read in reads of at most this many bytes ("0": whole records)
+  std::string read_chunk = std::to_string(kDefaultReadChunk);
   std::string policy;
   std::string trace;            // trace every request from the start
   bool prewarm = true;
   bool usage = true;            // use (prior, pre-warm) and save the container's usage file
 };
+
+// --read-chunk's bytes: 0 (whole records) or a 4 KiB multiple up to kMaxReadChunk. Throws Error
+// naming the flag.
+uint64_t read_chunk_bytes(const std::string& text);
 
 // Runs until SIGTERM/SIGINT; returns the exit status. Throws Error for bad start-up input.
 int run_daemon(const DaemonOptions& o);

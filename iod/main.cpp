@@ -45,7 +45,19 @@ int main(int argc, char** argv) {
                  "pages in a user namespace's tmpfs, else /dev/shm on 4 KiB pages), huge-file (the private file or "
                  "an error) or named (/dev/shm)")
       ->check(waste::ipc::segment_backing_problem);
-  app.add_option("--qd", o.queue_depth, "reads in flight (io_uring queue depth / pread threads)");
+  app.add_option("--qd", o.queue_depth, "reads in flight (io_uring queue depth / pread threads), 1-256 (32)")
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("--read-chunk", o.read_chunk,
+                 "io_uring: read a record in reads of at most this many bytes (a 4 KiB multiple: 1M, 512K, ...; 0 "
+                 "reads whole records, the default), submitted record by record so records land one after another")
+      ->check([](const std::string& v) -> std::string {
+        try {
+          waste::iod::read_chunk_bytes(v);
+          return "";
+        } catch (const waste::Error& e) {
+          return e.what();
+        }
+      });
   app.add_option("--policy", o.policy, waste::cache::policy_help());
   app.add_option("--trace", o.trace, "write every request to this file (JSON lines)");
   std::string timeline_path;

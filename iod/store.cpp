@@ -125,13 +125,15 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
     // check above has refused "uring" in that build already.
     if constexpr (kHaveUring) {
       std::string why;
-      engine_ = make_uring_engine(queue_, done, o.queue_depth, region, why,
+      engine_ = make_uring_engine(queue_, done, o.queue_depth, o.read_chunk, region, why,
                                   [this](const std::string& w) { on_engine_failed(w); }, o.uring_faults);
       if (engine_) {
-        io_path_ = "io_uring (READ_FIXED, queue depth " + std::to_string(o.queue_depth) + ")";
+        io_path_ = "io_uring (READ_FIXED, queue depth " + std::to_string(o.queue_depth) +
+                   (o.read_chunk ? ", reads of at most " + std::to_string(o.read_chunk >> 10) + " KiB)" : ", whole records)");
       } else {
         io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (io_uring unavailable: " + why + ")";
-        spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool", why);
+        spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool{}", why,
+                     o.read_chunk ? " (which reads whole records: --read-chunk does not apply)" : "");
       }
     }
   } else {

@@ -35,6 +35,7 @@ struct StoreOptions {
   uint32_t slots = 0;
   std::string io = kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
   uint32_t queue_depth = 32;
+  uint64_t read_chunk = kDefaultReadChunk;  // io_uring: a record is read in reads of at most this (0 = whole)
   std::string policy = cache::kDefaultPolicy;
   ipc::SegmentBacking shm = ipc::SegmentBacking::Auto;
   bool prewarm = true;        // read the hottest records of the usage file at start

@@ -40,7 +40,8 @@ using EngineFailed = std::function<void(const std::string& why)>;
 
 // Test hooks of the io_uring engine (all off by default).
 struct UringFaults {
-  // Once this many reads were submitted, the next submit fails as if the ring died (-EIO).
+  // Once this many records (jobs) were taken and all their reads prepared, the next submit
+  // fails as if the ring died (-EIO).
   uint64_t fail_submit_after_reads = UINT64_MAX;
   // With the above: the ring dies as soon as that many reads are prepared, before they are
   // submitted, and reports every read it holds abandoned at once (no reaping, no cancel), as
@@ -54,11 +55,22 @@ constexpr uint32_t kDefaultReapTimeoutMs = 2000;
 
 // Returns nullptr and sets why_not when io_uring or buffer registration is unavailable. Defined
 // only where kHaveUring (io_choice.h): callers guard the call with `if constexpr (kHaveUring)`.
+// queue_depth bounds the reads in flight; a record longer than chunk_bytes (a 4 KiB multiple;
+// 0 = no limit) is read as several reads of at most chunk_bytes, and is done when all are.
 std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, uint32_t queue_depth,
-                                              const SlotRegion& region, std::string& why_not,
+                                              uint64_t chunk_bytes, const SlotRegion& region, std::string& why_not,
                                               EngineFailed failed = {}, UringFaults faults = {},
                                               uint32_t reap_timeout_ms = kDefaultReapTimeoutMs);
 std::unique_ptr<ReadEngine> make_pread_engine(ReadQueue& queue, ReadDone done, uint32_t threads);
+
+// What iod reads a record in by default with io_uring (iod --read-chunk): whole records. Cut
+// into 1-4 MiB chunks, K3's 12.4 MB records land one after another (a layer's last one is
+// followed by 2-5 ms of work instead of 7-10), but this host's virtual disk reads 15-25% slower
+// with the fewer bytes in flight, which ate the gain (docs/LEARNED.md, session 27). A disk
+// that reaches its rate at a few MiB in flight (NVMe) is where chunks should pay.
+constexpr uint64_t kDefaultReadChunk = 0;
+// A chunk above this is no chunk: it bounds the flag, not a record.
+constexpr uint64_t kMaxReadChunk = 1ull << 30;
 
 // Largest registered buffer the engine asks the kernel for (it limits one buffer's size).
 constexpr uint64_t kMaxRegisteredBuffer = 1ull << 30;

@@ -1,9 +1,19 @@
 // The io_uring engine: one thread owns the ring. The slot region is registered as fixed
-// buffers (in chunks of whole slots, each at most kMaxRegisteredBuffer), every record is read
-// with READ_FIXED straight into its slot, and up to queue_depth reads are in flight. An eventfd
-// read sits in the ring so a newly queued job (or close) wakes the thread out of its wait.
-// If the ring dies (a submit error other than a retryable one), the engine reaps what the
-// kernel still holds, reports every read it held, tells its owner (EngineFailed) and ends.
+// buffers (in chunks of whole slots, each at most kMaxRegisteredBuffer), and every record is
+// read with READ_FIXED straight into its slot, cut into reads of at most chunk_bytes that are
+// submitted in queue order, with up to queue_depth of them in flight (iod's default is whole
+// records, kDefaultReadChunk, for the reason given there).
+//
+// Why cut records: a deep queue of whole records (K3's are 12.4 MB) lets the device share its
+// rate among all of them, so a layer's records land together at the end and their checks and
+// kernels all start then. Reads of a bounded size, submitted record by record, keep as many
+// requests at the device while records land one after another, so each record's check and
+// kernel run under the reads of the next ones, and a demand waits behind at most queue_depth
+// chunks of prefetch instead of queue_depth whole records (docs/LEARNED.md, session 27).
+//
+// An eventfd read sits in the ring so a newly queued job (or close) wakes the thread out of its
+// wait. If the ring dies (a submit error other than a retryable one), the engine reaps what the
+// kernel still holds, reports every record it held, tells its owner (EngineFailed) and ends.
 #include <liburing.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -12,6 +22,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -25,8 +36,15 @@ constexpr uint64_t kWakeTag = ~0ull;
 
 class UringEngine final : public ReadEngine {
  public:
-  UringEngine(ReadQueue& q, ReadDone done, uint32_t qd, EngineFailed failed, UringFaults faults, uint32_t reap_ms)
-      : queue_(q), done_(std::move(done)), failed_(std::move(failed)), faults_(faults), reap_ms_(reap_ms), qd_(qd) {}
+  UringEngine(ReadQueue& q, ReadDone done, uint32_t qd, uint64_t chunk_bytes, EngineFailed failed, UringFaults faults,
+              uint32_t reap_ms)
+      : queue_(q),
+        done_(std::move(done)),
+        failed_(std::move(failed)),
+        faults_(faults),
+        reap_ms_(reap_ms),
+        qd_(qd),
+        chunk_bytes_(chunk_bytes) {}
   ~UringEngine() override {
     stop();
     if (ring_ok_) io_uring_queue_exit(&ring_);
@@ -54,7 +72,7 @@ class UringEngine final : public ReadEngine {
     if (r < 0)
       return "registering " + std::to_string(iov.size()) + " fixed buffers (" + std::to_string(region.bytes) +
              " bytes): " + std::strerror(-r) + (r == -ENOMEM ? " (RLIMIT_MEMLOCK?)" : "");
-    inflight_.assign(slots, {});
+    records_.assign(slots, {});
     queue_.set_notify([this] {
       uint64_t one = 1;
       [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
@@ -73,9 +91,14 @@ class UringEngine final : public ReadEngine {
   }
 
  private:
-  struct InFlight {
+  // A record taken from the queue and not yet reported: its chunks [0, next) are submitted,
+  // `in_kernel` of them not yet completed.
+  struct Record {
     ReadJob job;
-    std::chrono::steady_clock::time_point start;
+    std::chrono::steady_clock::time_point start;  // its first chunk's submission
+    uint64_t next = 0;         // bytes of the record submitted so far
+    uint32_t in_kernel = 0;    // chunks submitted and not completed
+    int64_t read = 0;          // bytes the completed chunks read, or the first -errno
     bool active = false;
   };
 
@@ -85,7 +108,45 @@ class UringEngine final : public ReadEngine {
     io_uring_sqe_set_data64(sqe, kWakeTag);
   }
 
-  // Hands every completion in the ring to done_; returns whether the wake read completed.
+  // Takes the next job from the queue as the record being submitted; false when none is there
+  // (or the test hook's count of jobs is reached).
+  bool take_job() {
+    if (jobs_taken_ >= faults_.fail_submit_after_reads) return false;
+    auto job = queue_.try_pop();
+    if (!job) return false;
+    Record& rec = records_[job->slot];
+    rec = {*job, {}, 0, 0, 0, true};
+    submitting_ = job->slot;
+    ++jobs_taken_;
+    return true;
+  }
+
+  // Prepares the next chunk of the record being submitted; it stops being that once its last
+  // chunk is prepared or a chunk before failed (the rest would not make it whole).
+  void prepare_chunk() {
+    Record& rec = records_[*submitting_];
+    const ReadJob& job = rec.job;
+    const uint64_t n = chunk_bytes_ == 0 ? job.bytes : std::min<uint64_t>(chunk_bytes_, job.bytes - rec.next);
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // never null: the ring has qd + 1 entries
+    uint64_t off = uint64_t(job.dst - base_);
+    int buf_index = int(off / slot_bytes_ / slots_per_buffer_);
+    io_uring_prep_read_fixed(sqe, job.fd, job.dst + rec.next, unsigned(n), job.offset + rec.next, buf_index);
+    io_uring_sqe_set_data64(sqe, job.slot);
+    if (rec.next == 0) {
+      // One clock read for both: steady_clock is CLOCK_MONOTONIC on Linux, the timeline's clock.
+      rec.start = std::chrono::steady_clock::now();
+      rec.job.submitted_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(rec.start.time_since_epoch()).count();
+    }
+    rec.next += n;
+    ++rec.in_kernel;
+    ++in_flight_;
+    reads_unsubmitted_ = true;
+    if (rec.next >= job.bytes) submitting_.reset();
+  }
+
+  // Hands every record whose last chunk completed to done_; returns whether the wake read
+  // completed.
   bool drain_completions() {
     io_uring_cqe* cqe;
     unsigned head, seen = 0;
@@ -100,11 +161,18 @@ class UringEngine final : public ReadEngine {
         woke = true;
         continue;
       }
-      InFlight& f = inflight_[tag];
-      f.active = false;
+      Record& rec = records_[tag];
+      --rec.in_kernel;
       --in_flight_;
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(landed - f.start).count();
-      done_(f.job, int64_t(cqe->res), uint64_t(ns));
+      // The first error stands; a short chunk leaves the total below the record's size, which
+      // done_ reports as a short read.
+      if (rec.read >= 0) rec.read = cqe->res < 0 ? int64_t(cqe->res) : rec.read + cqe->res;
+      if (rec.read < 0 && submitting_ == tag) submitting_.reset();  // no more chunks of a failed record
+      if (rec.in_kernel == 0 && !(submitting_ == tag)) {
+        rec.active = false;
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(landed - rec.start).count();
+        done_(rec.job, rec.read, uint64_t(ns));
+      }
     }
     io_uring_cq_advance(&ring_, seen);
     return woke;
@@ -114,27 +182,15 @@ class UringEngine final : public ReadEngine {
     arm_wake();
     bool closing = false;
     for (;;) {
-      while (!closing && in_flight_ < qd_ && submitted_ < faults_.fail_submit_after_reads) {
-        auto job = queue_.try_pop();
-        if (!job) break;
-        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-        if (!sqe) break;  // cannot happen: the ring has qd + 1 entries
-        uint64_t off = uint64_t(job->dst - base_);
-        int buf_index = int(off / slot_bytes_ / slots_per_buffer_);
-        io_uring_prep_read_fixed(sqe, job->fd, job->dst, job->bytes, job->offset, buf_index);
-        io_uring_sqe_set_data64(sqe, job->slot);
-        // One clock read for both: steady_clock is CLOCK_MONOTONIC on Linux, the timeline's clock.
-        const auto now = std::chrono::steady_clock::now();
-        job->submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-        inflight_[job->slot] = {*job, now, true};
-        ++in_flight_;
-        ++submitted_;
-        reads_unsubmitted_ = true;
+      while (!closing && in_flight_ < qd_) {
+        if (!submitting_ && !take_job()) break;
+        prepare_chunk();
       }
       if (queue_.closed()) closing = true;
       if (closing && in_flight_ == 0) break;
       int r;
-      if (submitted_ >= faults_.fail_submit_after_reads && (faults_.abandon_in_flight || !reads_unsubmitted_)) {
+      if (jobs_taken_ >= faults_.fail_submit_after_reads && !submitting_ &&
+          (faults_.abandon_in_flight || !reads_unsubmitted_)) {
         // Test hook: the ring dies once the reads prepared so far are submitted. (Not "the
         // submission queue is empty": a re-armed wake read sits there, and waiting on it with
         // the queue's jobs never taken would hang every client.)
@@ -151,10 +207,18 @@ class UringEngine final : public ReadEngine {
     }
   }
 
-  // The ring cannot submit any more. Reads the kernel holds are reaped (bounded wait); those
-  // that do not complete are reported abandoned (their slots are failed and never reused).
-  // Then the owner is told, so it can serve the queue another way; this thread ends.
+  // The ring cannot submit any more. Reads the kernel holds are reaped (bounded wait); a record
+  // with a chunk that does not complete is reported abandoned (its slot is failed and never
+  // reused), one cut short with nothing left in the kernel is reported failed. Then the owner
+  // is told, so it can serve the queue another way; this thread ends.
   void die(const std::string& why) {
+    if (submitting_) {
+      // What this record still lacks will not be read: it fails even if its chunks in the
+      // kernel complete (or it would be reported as a short read).
+      Record& rec = records_[*submitting_];
+      if (rec.read >= 0) rec.read = -ECANCELED;
+      submitting_.reset();
+    }
     const uint32_t held = in_flight_;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(reap_ms_);
     while (in_flight_ > 0 && !faults_.abandon_in_flight) {
@@ -177,13 +241,13 @@ class UringEngine final : public ReadEngine {
       drain_completions();
     }
     const uint32_t abandoned = in_flight_;
-    for (InFlight& f : inflight_) {
-      if (!f.active) continue;
-      f.active = false;
-      --in_flight_;
-      ReadJob j = f.job;
-      j.abandoned = true;
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - f.start).count();
+    for (Record& rec : records_) {
+      if (!rec.active) continue;
+      rec.active = false;
+      in_flight_ -= rec.in_kernel;
+      ReadJob j = rec.job;
+      j.abandoned = rec.in_kernel > 0;
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - rec.start).count();
       done_(j, -ECANCELED, uint64_t(ns));
     }
     spdlog::error("iod: {}; {} reads were in flight, {} completed, {} abandoned (their slots are quarantined)", why,
@@ -197,15 +261,17 @@ class UringEngine final : public ReadEngine {
   UringFaults faults_;
   uint32_t reap_ms_;
   uint32_t qd_;
+  uint64_t chunk_bytes_;  // 0: a record is one read
   io_uring ring_{};
   bool ring_ok_ = false;
   int event_fd_ = -1;
   uint64_t wake_value_ = 0;
   uint8_t* base_ = nullptr;
   uint64_t slot_bytes_ = 0, slots_per_buffer_ = 1;
-  std::vector<InFlight> inflight_;  // per slot
-  uint32_t in_flight_ = 0;
-  uint64_t submitted_ = 0;
+  std::vector<Record> records_;           // per slot
+  std::optional<uint32_t> submitting_;    // the slot whose record has chunks left to submit
+  uint32_t in_flight_ = 0;                // chunks in the kernel
+  uint64_t jobs_taken_ = 0;
   bool reads_unsubmitted_ = false;  // reads prepared since the last successful submit
   std::thread thread_;
 };
@@ -213,9 +279,9 @@ class UringEngine final : public ReadEngine {
 }  // namespace
 
 std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, uint32_t queue_depth,
-                                              const SlotRegion& region, std::string& why_not,
+                                              uint64_t chunk_bytes, const SlotRegion& region, std::string& why_not,
                                               EngineFailed failed, UringFaults faults, uint32_t reap_timeout_ms) {
-  auto e = std::make_unique<UringEngine>(queue, std::move(done), queue_depth == 0 ? 1 : queue_depth,
+  auto e = std::make_unique<UringEngine>(queue, std::move(done), queue_depth == 0 ? 1 : queue_depth, chunk_bytes,
                                          std::move(failed), faults, reap_timeout_ms);
   why_not = e->init(region);
   if (!why_not.empty()) return nullptr;

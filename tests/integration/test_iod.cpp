@@ -238,6 +238,42 @@ TEST_CASE("iod: --io pread forces the pread pool and serves the same bytes") {
   CHECK_EQ(s["failures"].get<uint64_t>(), 0u);
 }
 
+TEST_CASE("iod --read-chunk: records read in chunks are whole; bad values and --qd out of range are refused by name") {
+  TempDir tmp;
+  std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
+  REQUIRE_GT(c.expert_layer(int(l0))->layout.stride, 2u * 4096u);  // several chunks a record
+  {
+    std::vector<std::string> args = iod_args(model, 8);
+    args.insert(args.end(), {"--read-chunk", "4K"});
+    PrivateIod iod(args, tmp / "run");
+    ipc::ExpertStoreClient client(iod.socket_path(), c.container_id());
+    const std::string path = client.stats()["io_path"].get<std::string>();
+    if (path.find("io_uring") == std::string::npos) {
+      waste::test::skip_part("io_uring unavailable here (" + path + "): chunked reads unchecked");
+    } else {
+      CHECK_MESSAGE(path.find("reads of at most 4 KiB") != std::string::npos, path);
+      std::vector<uint32_t> ex = {2, 3, 31, 0, 7};
+      check_records(c, client, l0, ex, client.fetch(l0, ex));
+      CHECK_EQ(client.stats()["failures"].get<uint64_t>(), 0u);
+    }
+  }
+  const std::string iod_cmd = iobench::find_iod_binary() + " --model " + model + " --run-dir " + (tmp / "bad") + " --slots 8";
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--read-chunk 5000", "--read-chunk 5000: must be 0 (whole records) or a multiple of 4 KiB"},
+           {"--read-chunk 2Q", "--read-chunk"},
+           {"--read-chunk 2G", "--read-chunk 2G: must be 0 (whole records) or a multiple of 4 KiB up to 1024 MiB"},
+           {"--io pread --read-chunk 1M", "--read-chunk 1M: the pread pool reads whole records"},
+           {"--qd 0", "--qd: Value 0 not in range 1 to 256"},
+           {"--qd 257", "--qd: Value 257 not in range 1 to 256"}}) {
+    auto r = run_command(iod_cmd + " " + flags);
+    CAPTURE(flags);
+    CHECK_NE(r.status, 0);
+    CHECK_MESSAGE(r.output.find(says) != std::string::npos, r.output);
+  }
+}
+
 TEST_CASE("iod: a client killed with -9 loses its pins") {
   TempDir tmp;
   std::string model = synth_tiny(tmp);

@@ -94,7 +94,7 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
   std::unique_ptr<ReadEngine> engine;
   // A build without io_uring has no make_uring_engine (iod/io/io_choice.h).
   if constexpr (kHaveUring)
-    engine = make_uring_engine(queue, done, 4, region, why_not, failed, faults, 200);
+    engine = make_uring_engine(queue, done, 4, kDefaultReadChunk, region, why_not, failed, faults, 200);
   else
     why_not = "built without io_uring";
   if (!engine) {
@@ -128,6 +128,65 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
   ::close(pipefd[0]);
 }
 
+TEST_CASE("uring engine: a record longer than a chunk is read in chunks, whole, and reports what it read") {
+  // Records of 5 pages read in chunks of 2 pages with 2 reads in flight, fewer than a record's
+  // chunks: each record is submitted over several rounds of the ring. Record 0 reads the file's
+  // start, record 1 starts a page in (every chunk lands at its own offset), record 2 runs past
+  // the file's end (the total falls short, which the store reports as a short read).
+  constexpr uint32_t kSlots = 3;
+  constexpr uint64_t kPage = 4096, kSlotBytes = 5 * kPage, kChunk = 2 * kPage;
+  void* mem = std::aligned_alloc(4096, kSlots * kSlotBytes);
+  REQUIRE(mem != nullptr);
+  std::unique_ptr<void, void (*)(void*)> hold(mem, std::free);
+  auto* base = static_cast<uint8_t*>(mem);
+  std::memset(base, 0xEE, kSlots * kSlotBytes);
+  TempFile file(kSlotBytes + 3 * kPage);
+  ReadQueue queue(kSlots);
+  Done d;
+  ReadDone done = [&](const ReadJob& j, int64_t r, uint64_t) {
+    std::lock_guard lock(d.mu);
+    d.results.push_back({j, r});
+    d.cv.notify_all();
+  };
+  const uint64_t offsets[kSlots] = {0, kPage, kSlotBytes};
+  for (uint32_t s = 0; s < kSlots; ++s) {
+    ReadJob j;
+    j.slot = s;
+    j.generation = 1;
+    j.fd = file.fd;
+    j.offset = offsets[s];
+    j.bytes = uint32_t(kSlotBytes);
+    j.dst = base + s * kSlotBytes;
+    queue.push(j, true);
+  }
+  std::string why_not;
+  SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
+  std::unique_ptr<ReadEngine> engine;
+  if constexpr (kHaveUring) engine = make_uring_engine(queue, done, 2, kChunk, region, why_not);
+  else why_not = "built without io_uring";
+  if (!engine) {
+    waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
+    return;
+  }
+  {
+    std::unique_lock lock(d.mu);
+    REQUIRE(d.cv.wait_for(lock, std::chrono::seconds(10), [&] { return d.results.size() == kSlots; }));
+  }
+  engine->stop();
+  const uint64_t file_bytes = kSlotBytes + 3 * kPage;
+  for (const auto& [j, r] : d.results) {
+    CAPTURE(j.slot);
+    CHECK_FALSE(j.abandoned);
+    CHECK_GT(j.submitted_ns, 0);
+    const uint64_t expect = std::min(kSlotBytes, file_bytes - offsets[j.slot]);
+    CHECK_EQ(r, int64_t(expect));
+    size_t wrong = 0;
+    for (uint64_t i = 0; i < expect; ++i)
+      wrong += base[j.slot * kSlotBytes + i] != uint8_t((offsets[j.slot] + i) * 7 + 3);
+    CHECK_EQ(wrong, 0u);
+  }
+}
+
 TEST_CASE("uring engine: one that cannot start leaves the queue open for the pread pool") {
   // Without io_uring (qemu-user, seccomp, kernel.io_uring_disabled) init fails at the ring;
   // with it, at registering a buffer the kernel cannot pin (a null base: EFAULT). Either way
@@ -140,7 +199,8 @@ TEST_CASE("uring engine: one that cannot start leaves the queue open for the pre
   // A build without io_uring has no make_uring_engine (iod/io/io_choice.h): there iod starts on
   // the pread pool directly, which the rest of the case checks.
   if constexpr (kHaveUring) {
-    auto engine = make_uring_engine(queue, [](const ReadJob&, int64_t, uint64_t) {}, 2, unregistrable, why_not);
+    auto engine =
+        make_uring_engine(queue, [](const ReadJob&, int64_t, uint64_t) {}, 2, kDefaultReadChunk, unregistrable, why_not);
     REQUIRE(engine == nullptr);
     CHECK_FALSE(why_not.empty());
     MESSAGE("io_uring engine refused: " << why_not);
