@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -125,12 +126,15 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
     // check above has refused "uring" in that build already.
     if constexpr (kHaveUring) {
       std::string why;
-      engine_ = make_uring_engine(queue_, done, o.queue_depth, o.read_chunk, region, why,
+      checker_ = std::make_unique<RecordChecker>(o.slots, done);
+      ReadDone to_checker = [c = checker_.get()](const ReadJob& j, int64_t r, uint64_t ns) { c->landed(j, r, ns); };
+      engine_ = make_uring_engine(queue_, to_checker, o.queue_depth, o.read_chunk, region, why,
                                   [this](const std::string& w) { on_engine_failed(w); }, o.uring_faults);
       if (engine_) {
         io_path_ = "io_uring (READ_FIXED, queue depth " + std::to_string(o.queue_depth) +
                    (o.read_chunk ? ", reads of at most " + std::to_string(o.read_chunk >> 10) + " KiB)" : ", whole records)");
       } else {
+        checker_.reset();  // the pread pool's threads check what they read themselves
         io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (io_uring unavailable: " + why + ")";
         spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool{}", why,
                      o.read_chunk ? " (which reads whole records: --read-chunk does not apply)" : "");
@@ -152,8 +156,12 @@ void Store::shutdown() {
   // The io_uring thread may be inside on_engine_failed (taking fallback_mu_): join it first,
   // without holding fallback_mu_, then stop whatever pool it started.
   if (engine_) engine_->stop();
-  std::lock_guard lock(fallback_mu_);
-  if (fallback_engine_) fallback_engine_->stop();
+  {
+    std::lock_guard lock(fallback_mu_);
+    if (fallback_engine_) fallback_engine_->stop();
+  }
+  // Last: it hands over what the io_uring thread reaped before it stopped.
+  if (checker_) checker_->stop();
 }
 
 void Store::on_engine_failed(const std::string& why) {
@@ -243,8 +251,8 @@ void Store::start_read(uint32_t slot, ExpertKey key, bool demand, bool evicted, 
 }
 
 void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns) {
-  // The check's own span shows what the reading thread spends per record before READY (while
-  // it checks, no queued read is submitted).
+  // The check's own span shows what a record waits for before READY: on io_uring this runs on
+  // the record checker's thread (record_checker.h), on the pread pool on the reading thread.
   const int64_t check_start = timeline::enabled() ? timeline::now_ns() : 0;
   if (timeline::enabled()) {
     const int64_t submitted = job.submitted_ns ? job.submitted_ns : check_start - int64_t(latency_ns);

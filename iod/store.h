@@ -20,6 +20,7 @@
 #include "iod/cache/usage_file.h"
 #include "iod/io/io_choice.h"
 #include "iod/io/read_engine.h"
+#include "iod/io/record_checker.h"
 #include "iod/io/read_faults.h"
 #include "iod/io/read_queue.h"
 #include "iod/latency_histogram.h"
@@ -139,6 +140,7 @@ class Store {
   std::unique_ptr<cache::ExpertCache> cache_;
   std::vector<SlotInfo> slot_info_;
   ReadQueue queue_;
+  std::unique_ptr<RecordChecker> checker_;  // io_uring's completions are checked here, off the ring's thread
   std::unique_ptr<ReadEngine> engine_;
   std::mutex fallback_mu_;                   // guards fallback_engine_ (set on the engine's thread)
   std::unique_ptr<ReadEngine> fallback_engine_;
