@@ -168,7 +168,7 @@ int run_daemon(const DaemonOptions& o) {
   so.io = o.io;
   so.shm = ipc::parse_segment_backing(o.shm);
   so.queue_depth = o.queue_depth;  // main bounds it (1-256)
-  so.read_chunk = read_chunk_bytes(o.read_chunk);
+  so.read_chunk = o.read_chunk.empty() ? (o.io == "pread" ? 0 : kDefaultReadChunk) : read_chunk_bytes(o.read_chunk);
   if (so.read_chunk != 0 && o.io == "pread")
     throw Error("--read-chunk " + o.read_chunk + ": the pread pool reads whole records (chunks are an io_uring mode)",
                 ErrorKind::InvalidRequest, "--read-chunk");

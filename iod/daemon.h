@@ -24,8 +24,9 @@ struct DaemonOptions {
   std::string io = kDefaultIo;  // "uring" or "pread" (iod/io/io_choice.h)
   std::string shm = "auto";     // the segment's backing (ipc::parse_segment_backing)
   uint32_t queue_depth = 32;
-  // io_uring: a record is read in reads of at most this many bytes ("0": whole records)
-  std::string read_chunk = std::to_string(kDefaultReadChunk);
+  // io_uring: a record is read in reads of at most this many bytes ("0": whole records; empty:
+  // kDefaultReadChunk, and whole records on the pread pool)
+  std::string read_chunk;
   std::string policy;
   std::string trace;            // trace every request from the start
   bool prewarm = true;

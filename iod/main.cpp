@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 256u));
   app.add_option("--read-chunk", o.read_chunk,
                  "io_uring: read a record in reads of at most this many bytes (a 4 KiB multiple: 1M, 512K, ...; 0 "
-                 "reads whole records, the default), submitted record by record so records land one after another")
+                 "reads whole records), submitted record by record so records land one after another (default " +
+                     std::to_string(waste::iod::kDefaultReadChunk >> 20) + "M)")
       ->check([](const std::string& v) -> std::string {
         try {
           waste::iod::read_chunk_bytes(v);

@@ -136,8 +136,7 @@ void Store::open_banks_and_start(const std::string& segment_name, uint64_t insta
       } else {
         checker_.reset();  // the pread pool's threads check what they read themselves
         io_path_ = "pread pool of " + std::to_string(o.queue_depth) + " threads (io_uring unavailable: " + why + ")";
-        spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool{}", why,
-                     o.read_chunk ? " (which reads whole records: --read-chunk does not apply)" : "");
+        spdlog::warn("iod: io_uring unavailable ({}); falling back to a pread pool (whole records)", why);
       }
     }
   } else {

@@ -63,12 +63,13 @@ std::unique_ptr<ReadEngine> make_uring_engine(ReadQueue& queue, ReadDone done, u
                                               uint32_t reap_timeout_ms = kDefaultReapTimeoutMs);
 std::unique_ptr<ReadEngine> make_pread_engine(ReadQueue& queue, ReadDone done, uint32_t threads);
 
-// What iod reads a record in by default with io_uring (iod --read-chunk): whole records. Cut
-// into 1-4 MiB chunks, K3's 12.4 MB records land one after another (a layer's last one is
-// followed by 2-5 ms of work instead of 7-10), but this host's virtual disk reads 15-25% slower
-// with the fewer bytes in flight, which ate the gain (docs/LEARNED.md, session 27). A disk
-// that reaches its rate at a few MiB in flight (NVMe) is where chunks should pay.
-constexpr uint64_t kDefaultReadChunk = 0;
+// What iod reads a record in by default with io_uring (iod --read-chunk): 2 MiB. K3's 12.4 MB
+// records then land one after another, each checked (on the checker thread) and used under the
+// reads of the next, and a layer's end follows its last read by 4 ms instead of 8; decode
+// 1.00-1.14x whole records in nine alternated pairs, neutral on 2.67 MB Kimi-Linear records.
+// 1 MiB (more requests, fewer bytes in flight) read slower on this host's disk, 4 MiB staggered
+// less (docs/LEARNED.md and MEASUREMENTS.md, session 27).
+constexpr uint64_t kDefaultReadChunk = 2ull << 20;
 // A chunk above this is no chunk: it bounds the flag, not a record.
 constexpr uint64_t kMaxReadChunk = 1ull << 30;
 
