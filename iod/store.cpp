@@ -171,7 +171,7 @@ void Store::on_engine_failed(const std::string& why) {
   // for stats) before this thread would otherwise get the store lock back.
   {
     std::lock_guard state(mu_);
-    io_path_ = "pread pool of " + std::to_string(options_.queue_depth) + " threads (io_uring failed while serving: " +
+    io_path_ = "pread pool of " + std::to_string(options_.queue_depth) + " threads, whole records (io_uring failed while serving: " +
                why + ")";
     spdlog::warn("iod: reads continue via {}", io_path_);
   }

@@ -40,13 +40,15 @@ using EngineFailed = std::function<void(const std::string& why)>;
 
 // Test hooks of the io_uring engine (all off by default).
 struct UringFaults {
-  // Once this many records (jobs) were taken and all their reads prepared, the next submit
-  // fails as if the ring died (-EIO).
-  uint64_t fail_submit_after_reads = UINT64_MAX;
-  // With the above: the ring dies as soon as that many reads are prepared, before they are
-  // submitted, and reports every read it holds abandoned at once (no reaping, no cancel), as
-  // when the kernel would neither finish nor cancel them. Which reads are abandoned is then
-  // deterministic: exactly the first fail_submit_after_reads jobs taken from the queue.
+  // Once this many records (jobs) were taken and all their reads prepared, the ring fails as
+  // if it died (-EIO), after one more submit of what was prepared (whose reads are then reaped
+  // as usual).
+  uint64_t fail_after_records = UINT64_MAX;
+  // With the above: the ring dies as soon as those reads are prepared, before they are
+  // submitted, and reports every record it holds abandoned at once (no reaping, no cancel), as
+  // when the kernel would neither finish nor cancel them. Which records are abandoned is then
+  // deterministic when each is one read within queue_depth (the tests' records): exactly the
+  // first fail_after_records jobs taken from the queue.
   bool abandon_in_flight = false;
 };
 

@@ -1,15 +1,17 @@
 // The io_uring engine: one thread owns the ring. The slot region is registered as fixed
 // buffers (in chunks of whole slots, each at most kMaxRegisteredBuffer), and every record is
 // read with READ_FIXED straight into its slot, cut into reads of at most chunk_bytes that are
-// submitted in queue order, with up to queue_depth of them in flight (iod's default is whole
-// records, kDefaultReadChunk, for the reason given there).
+// submitted in queue order, with up to queue_depth of them in flight (iod's default,
+// kDefaultReadChunk, says what was measured).
 //
 // Why cut records: a deep queue of whole records (K3's are 12.4 MB) lets the device share its
 // rate among all of them, so a layer's records land together at the end and their checks and
 // kernels all start then. Reads of a bounded size, submitted record by record, keep as many
 // requests at the device while records land one after another, so each record's check and
 // kernel run under the reads of the next ones, and a demand waits behind at most queue_depth
-// chunks of prefetch instead of queue_depth whole records (docs/LEARNED.md, session 27).
+// chunks and the rest of the record being submitted, instead of queue_depth whole records
+// (docs/LEARNED.md, session 27). The reads of one record are counted in chunks (in_flight_);
+// what is reported, and abandoned when the ring dies, is records.
 //
 // An eventfd read sits in the ring so a newly queued job (or close) wakes the thread out of its
 // wait. If the ring dies (a submit error other than a retryable one), the engine reaps what the
@@ -111,7 +113,7 @@ class UringEngine final : public ReadEngine {
   // Takes the next job from the queue as the record being submitted; false when none is there
   // (or the test hook's count of jobs is reached).
   bool take_job() {
-    if (jobs_taken_ >= faults_.fail_submit_after_reads) return false;
+    if (jobs_taken_ >= faults_.fail_after_records) return false;
     auto job = queue_.try_pop();
     if (!job) return false;
     Record& rec = records_[job->slot];
@@ -182,14 +184,16 @@ class UringEngine final : public ReadEngine {
     arm_wake();
     bool closing = false;
     for (;;) {
-      while (!closing && in_flight_ < qd_) {
-        if (!submitting_ && !take_job()) break;
+      // A record taken is read to its end even once the queue closes: stop() waits for every
+      // record taken, and one left half-submitted would never be reported.
+      while (in_flight_ < qd_) {
+        if (!submitting_ && (closing || !take_job())) break;
         prepare_chunk();
       }
       if (queue_.closed()) closing = true;
       if (closing && in_flight_ == 0) break;
       int r;
-      if (jobs_taken_ >= faults_.fail_submit_after_reads && !submitting_ &&
+      if (jobs_taken_ >= faults_.fail_after_records && !submitting_ &&
           (faults_.abandon_in_flight || !reads_unsubmitted_)) {
         // Test hook: the ring dies once the reads prepared so far are submitted. (Not "the
         // submission queue is empty": a re-armed wake read sits there, and waiting on it with
@@ -240,18 +244,21 @@ class UringEngine final : public ReadEngine {
       [[maybe_unused]] int rc = io_uring_register_sync_cancel(&ring_, &reg);
       drain_completions();
     }
-    const uint32_t abandoned = in_flight_;
+    uint32_t abandoned = 0, cut_short = 0;
     for (Record& rec : records_) {
       if (!rec.active) continue;
       rec.active = false;
       in_flight_ -= rec.in_kernel;
       ReadJob j = rec.job;
       j.abandoned = rec.in_kernel > 0;
+      ++(j.abandoned ? abandoned : cut_short);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - rec.start).count();
       done_(j, -ECANCELED, uint64_t(ns));
     }
-    spdlog::error("iod: {}; {} reads were in flight, {} completed, {} abandoned (their slots are quarantined)", why,
-                  held, held - abandoned, abandoned);
+    spdlog::error(
+        "iod: {}; {} reads were in flight; {} records abandoned with a read the kernel still held (their slots are "
+        "quarantined), {} cut short (failed)",
+        why, held, abandoned, cut_short);
     if (failed_) failed_(why);
   }
 

@@ -69,7 +69,8 @@ void add_replay_options(CLI::App* cmd, ReplayOptions& o) {
   cmd->add_option("--run-dir", o.run_dir, "attach to the iod running there (else start a private one)");
   cmd->add_option("--budget", o.budget, "private iod: cache bytes or auto (default: --cache-ws working sets)");
   cmd->add_option("--cache-ws", o.cache_ws, "private iod: cache size in token working sets (default 1)");
-  cmd->add_option("--qd", o.qd, "reads in flight, for iod and the raw measurement (default 32)");
+  cmd->add_option("--qd", o.qd, "reads in flight, for iod and the raw measurement, 1-256 (default 32)")
+      ->check(CLI::Range(1u, 256u));
   cmd->add_option("--io", o.io,
                   std::string("uring or pread, for a private iod and the raw measurement (default ") +
                       iod::kDefaultIo + (iod::kHaveUring ? ")" : "; built without io_uring)"))

@@ -122,7 +122,7 @@ TEST_CASE("store: a read abandoned by a dead io_uring is forgotten and its slot 
   o.queue_depth = 4;
   o.policy = "lru";
   o.prewarm = false;
-  o.uring_faults.fail_submit_after_reads = 1;  // the first read taken ...
+  o.uring_faults.fail_after_records = 1;  // the first read taken ...
   o.uring_faults.abandon_in_flight = true;     // ... is abandoned when the ring dies
   const std::string segment = "waste-unit-iod-" + std::to_string(::getpid());
   if (!kHaveUring) {

@@ -88,7 +88,7 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
   queue.push(job(0, pipefd[0], 0), true);
   queue.push(job(1, file.fd, kSlotBytes), true);
   UringFaults faults;
-  faults.fail_submit_after_reads = 2;
+  faults.fail_after_records = 2;
   std::string why_not;
   SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
   std::unique_ptr<ReadEngine> engine;
@@ -140,7 +140,16 @@ TEST_CASE("uring engine: a record longer than a chunk is read in chunks, whole, 
   std::unique_ptr<void, void (*)(void*)> hold(mem, std::free);
   auto* base = static_cast<uint8_t*>(mem);
   std::memset(base, 0xEE, kSlots * kSlotBytes);
-  TempFile file(kSlotBytes + 3 * kPage);
+  const uint64_t file_bytes = kSlotBytes + 3 * kPage;
+  TempFile file(file_bytes);
+  // Every 8 bytes hold their own file offset: a chunk read from the wrong place or landing at
+  // the wrong place in its slot shows (the file's default pattern repeats every 256 bytes).
+  auto byte_at = [](uint64_t pos) { return uint8_t((pos - pos % 8) >> (8 * (pos % 8))); };
+  {
+    std::vector<uint8_t> data(file_bytes);
+    for (uint64_t i = 0; i < file_bytes; ++i) data[i] = byte_at(i);
+    REQUIRE_EQ(::pwrite(file.fd, data.data(), file_bytes, 0), ssize_t(file_bytes));
+  }
   ReadQueue queue(kSlots);
   Done d;
   ReadDone done = [&](const ReadJob& j, int64_t r, uint64_t) {
@@ -173,7 +182,6 @@ TEST_CASE("uring engine: a record longer than a chunk is read in chunks, whole, 
     REQUIRE(d.cv.wait_for(lock, std::chrono::seconds(10), [&] { return d.results.size() == kSlots; }));
   }
   engine->stop();
-  const uint64_t file_bytes = kSlotBytes + 3 * kPage;
   for (const auto& [j, r] : d.results) {
     CAPTURE(j.slot);
     CHECK_FALSE(j.abandoned);
@@ -182,7 +190,7 @@ TEST_CASE("uring engine: a record longer than a chunk is read in chunks, whole, 
     CHECK_EQ(r, int64_t(expect));
     size_t wrong = 0;
     for (uint64_t i = 0; i < expect; ++i)
-      wrong += base[j.slot * kSlotBytes + i] != uint8_t((offsets[j.slot] + i) * 7 + 3);
+      wrong += base[j.slot * kSlotBytes + i] != byte_at(offsets[j.slot] + i);
     CHECK_EQ(wrong, 0u);
   }
 }
