@@ -29,6 +29,14 @@ struct Done {
   std::vector<std::pair<ReadJob, int64_t>> results;
   std::string failed_why;
   bool failed = false;
+  // The engine's ReadDone: records each result and wakes a waiter.
+  ReadDone recorder() {
+    return [this](const ReadJob& j, int64_t r, uint64_t) {
+      std::lock_guard lock(mu);
+      results.push_back({j, r});
+      cv.notify_all();
+    };
+  }
 };
 
 // A file of `bytes` bytes, byte i = (i * 7 + 3) mod 256, open read-write, removed with its
@@ -62,11 +70,7 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
 
   ReadQueue queue(kSlots);
   Done d;
-  ReadDone done = [&](const ReadJob& j, int64_t r, uint64_t) {
-    std::lock_guard lock(d.mu);
-    d.results.push_back({j, r});
-    d.cv.notify_all();
-  };
+  ReadDone done = d.recorder();
   EngineFailed failed = [&](const std::string& why) {
     std::lock_guard lock(d.mu);
     d.failed = true;
@@ -152,11 +156,7 @@ TEST_CASE("uring engine: a record longer than a chunk is read in chunks, whole, 
   }
   ReadQueue queue(kSlots);
   Done d;
-  ReadDone done = [&](const ReadJob& j, int64_t r, uint64_t) {
-    std::lock_guard lock(d.mu);
-    d.results.push_back({j, r});
-    d.cv.notify_all();
-  };
+  ReadDone done = d.recorder();
   const uint64_t offsets[kSlots] = {0, kPage, kSlotBytes};
   for (uint32_t s = 0; s < kSlots; ++s) {
     ReadJob j;
@@ -222,11 +222,7 @@ TEST_CASE("uring engine: one that cannot start leaves the queue open for the pre
   auto* base = static_cast<uint8_t*>(mem);
   TempFile file(kSlotBytes);
   Done d;
-  auto pool = make_pread_engine(queue, [&](const ReadJob& j, int64_t r, uint64_t) {
-    std::lock_guard lock(d.mu);
-    d.results.push_back({j, r});
-    d.cv.notify_all();
-  }, 2);
+  auto pool = make_pread_engine(queue, d.recorder(), 2);
   ReadJob j;
   j.slot = 1;
   j.generation = 1;
