@@ -260,13 +260,16 @@ TEST_CASE("iod --read-chunk: records read in chunks are whole; bad values and --
     }
   }
   const std::string iod_cmd = iobench::find_iod_binary() + " --model " + model + " --run-dir " + (tmp / "bad") + " --slots 8";
-  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+  // Not a structured binding: CAPTURE's lambda cannot name one before clang 16.
+  for (const auto& bad : std::vector<std::pair<std::string, std::string>>{
            {"--read-chunk 5000", "--read-chunk 5000: must be 0 (whole records) or a multiple of 4 KiB"},
            {"--read-chunk 2Q", "--read-chunk"},
            {"--read-chunk 2G", "--read-chunk 2G: must be 0 (whole records) or a multiple of 4 KiB up to 1024 MiB"},
            {"--io pread --read-chunk 1M", "--read-chunk 1M: the pread pool reads whole records"},
            {"--qd 0", "--qd: Value 0 not in range 1 to 256"},
            {"--qd 257", "--qd: Value 257 not in range 1 to 256"}}) {
+    const std::string& flags = bad.first;
+    const std::string& says = bad.second;
     auto r = run_command(iod_cmd + " " + flags);
     CAPTURE(flags);
     CHECK_NE(r.status, 0);

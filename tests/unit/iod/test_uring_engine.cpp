@@ -182,7 +182,10 @@ TEST_CASE("uring engine: a record longer than a chunk is read in chunks, whole, 
     REQUIRE(d.cv.wait_for(lock, std::chrono::seconds(10), [&] { return d.results.size() == kSlots; }));
   }
   engine->stop();
-  for (const auto& [j, r] : d.results) {
+  for (const auto& result : d.results) {
+    // Not a structured binding: CAPTURE's lambda cannot name one before clang 16.
+    const ReadJob& j = result.first;
+    const int64_t r = result.second;
     CAPTURE(j.slot);
     CHECK_FALSE(j.abandoned);
     CHECK_GT(j.submitted_ns, 0);
