@@ -101,7 +101,7 @@ UringFaults uring_faults_from_env() {
   UringFaults f;
   if (const char* v = std::getenv("WASTE_IOD_TEST_URING_FAIL_AFTER"); v && *v) {
     f.fail_after_records = std::strtoull(v, nullptr, 10);
-    spdlog::warn("iod: test hook: the io_uring ring fails after {} reads", f.fail_after_records);
+    spdlog::warn("iod: test hook: the io_uring ring fails after {} records", f.fail_after_records);
   }
   // WASTE_IOD_TEST_URING_ABANDON=1 (with the above): the reads the ring holds when it dies are
   // abandoned at once, as if the kernel would neither finish nor cancel them.

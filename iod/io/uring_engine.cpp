@@ -154,7 +154,7 @@ class UringEngine final : public ReadEngine {
     unsigned head, seen = 0;
     bool woke = false;
     // Every completion in the ring had landed by now: one clock for all of them, or each later
-    // one's latency would include the checks done_ ran for the ones before it.
+    // one's latency would include the time done_ took for the ones before it.
     const auto landed = std::chrono::steady_clock::now();
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;

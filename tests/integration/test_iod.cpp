@@ -479,7 +479,7 @@ TEST_CASE("iod: when the io_uring ring dies, reads in flight complete and the re
   uint32_t l0 = uint32_t(c.expert_layers()[0].layer);
   std::optional<PrivateIod> iod;
   {
-    const ScopedEnv hook({{"WASTE_IOD_TEST_URING_FAIL_AFTER", "3"}});  // the ring fails after 3 reads
+    const ScopedEnv hook({{"WASTE_IOD_TEST_URING_FAIL_AFTER", "3"}});  // the ring fails after 3 records
     iod.emplace(iod_args(model, 16), tmp / "run");
   }
   ipc::ExpertStoreClient client(iod->socket_path(), c.container_id());
