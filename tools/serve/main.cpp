@@ -32,6 +32,7 @@
 #include "tools/serve/connection_guard.h"
 #include "tools/serve/images.h"
 #include "tools/serve/openai.h"
+#include "tools/serve/stop_on_signal.h"
 
 namespace {
 
@@ -50,7 +51,6 @@ struct Config {
 };
 
 std::atomic<uint64_t> g_request_id{1};
-httplib::Server* g_server = nullptr;
 // Images this server sent in requests that finished, their prompt positions and the seconds
 // compute's tower took on them (compute's own statistics do not count images).
 std::atomic<uint64_t> g_images{0}, g_image_tokens{0};
@@ -599,7 +599,6 @@ int main(int argc, char** argv) {
   }
 
   httplib::Server svr;
-  g_server = &svr;
   svr.new_task_queue = [threads] { return waste::serve::new_guarded_pool(size_t(threads)); };
   svr.set_payload_max_length(max_body);
   svr.set_read_timeout(30, 0);  // per read(); the request as a whole has --request-read-timeout
@@ -710,13 +709,14 @@ int main(int argc, char** argv) {
     }
   }));
 
-  // SIGTERM/SIGINT stop the listener; in-flight requests finish on their threads.
+  // SIGTERM/SIGINT stop the listener; in-flight requests finish on their threads. Declared
+  // after svr: its destructor ignores the signals and joins its thread before svr goes.
   std::signal(SIGPIPE, SIG_IGN);
-  auto on_signal = [](int) {
-    if (g_server) g_server->stop();
-  };
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
+  waste::serve::StopOnSignal stop_on_signal([&svr] {
+    if (!svr.is_running()) return false;  // not listening yet: stop() would be lost; retried
+    svr.stop();
+    return true;
+  });
 
   int bound = port;
   if (port == 0) {
@@ -748,6 +748,10 @@ int main(int argc, char** argv) {
   // The line the supervisor and tests read to learn the port.
   spdlog::info("serve: listening on http://{}:{}", host, bound);
   std::fflush(stdout);
+  if (stop_on_signal.requested()) {  // a signal before listening: the watcher's retry would end it too
+    spdlog::info("serve: stopped before listening");
+    return 0;
+  }
   if (!svr.listen_after_bind()) {
     spdlog::error("serve: listening on {}:{} failed", host, bound);
     return 1;

@@ -84,12 +84,6 @@ double number(const chat::Json& body, const char* name, double lo, double hi) {
 
 bool present(const chat::Json& body, const char* name) { return body.contains(name) && !body[name].is_null(); }
 
-bool starts_with_nocase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  return true;
-}
 
 // What an image reference is, checked without I/O: a data: URL (false) or a local file (true:
 // a file:// URL or a path, only with --image-dir). The server fetches nothing, so an http(s)
@@ -407,6 +401,13 @@ nlohmann::json usage_json(const client::Result& r) {
           {"completion_tokens", r.tokens},
           {"total_tokens", r.prompt_tokens + r.tokens},
           {"prompt_tokens_details", std::move(details)}};
+}
+
+bool starts_with_nocase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
 }
 
 }  // namespace waste::serve

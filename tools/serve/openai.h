@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "shared/image/image_budget.h"
 #include "tools/libwaste/engine_client.h"
@@ -93,5 +94,9 @@ const char* finish_reason(const client::Result& r);
 // OpenAI's usage; prompt_tokens_details.image_tokens (an extension: the prompt positions the
 // images took, counted in prompt_tokens) only when there were some.
 nlohmann::json usage_json(const client::Result& r);
+
+// Whether s begins with prefix, ASCII letters compared without case (URL schemes and hosts are
+// case-insensitive, RFC 3986 3.1 and 3.2.2); prefix is given in lower case.
+bool starts_with_nocase(std::string_view s, std::string_view prefix);
 
 }  // namespace waste::serve
