@@ -41,8 +41,8 @@ using EngineFailed = std::function<void(const std::string& why)>;
 // Test hooks of the io_uring engine (all off by default).
 struct UringFaults {
   // Once this many records (jobs) were taken and all their reads prepared, the ring fails as
-  // if it died (-EIO), after one more submit of what was prepared (whose reads are then reaped
-  // as usual).
+  // if its submit had (-EIO), right after submitting what was prepared: the dying engine reaps
+  // those reads.
   uint64_t fail_after_records = UINT64_MAX;
   // With the above: the ring dies as soon as those reads are prepared, before they are
   // submitted, and reports every record it holds abandoned at once (no reaping, no cancel), as
@@ -50,6 +50,12 @@ struct UringFaults {
   // deterministic when each is one read within queue_depth (the tests' records): exactly the
   // first fail_after_records jobs taken from the queue.
   bool abandon_in_flight = false;
+  // Once this many chunks (reads) were prepared, the ring fails (-EIO) after submitting them,
+  // as fail_after_records does, but wherever that falls: also half-way through a record.
+  uint64_t fail_after_chunks = UINT64_MAX;
+  // The chunk with this index (every chunk prepared counts, from 0) is read from a descriptor
+  // that is not open, so the kernel completes it with -EBADF: one chunk failing mid-record.
+  uint64_t bad_chunk = UINT64_MAX;
 };
 
 // How long a dying io_uring engine waits for the reads it submitted before it abandons them.

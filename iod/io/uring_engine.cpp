@@ -132,7 +132,8 @@ class UringEngine final : public ReadEngine {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // never null: the ring has qd + 1 entries
     uint64_t off = uint64_t(job.dst - base_);
     int buf_index = int(off / slot_bytes_ / slots_per_buffer_);
-    io_uring_prep_read_fixed(sqe, job.fd, job.dst + rec.next, unsigned(n), job.offset + rec.next, buf_index);
+    const int fd = chunks_prepared_ == faults_.bad_chunk ? -1 : job.fd;  // test hook: -EBADF
+    io_uring_prep_read_fixed(sqe, fd, job.dst + rec.next, unsigned(n), job.offset + rec.next, buf_index);
     io_uring_sqe_set_data64(sqe, job.slot);
     if (rec.next == 0) {
       // One clock read for both: steady_clock is CLOCK_MONOTONIC on Linux, the timeline's clock.
@@ -143,7 +144,7 @@ class UringEngine final : public ReadEngine {
     rec.next += n;
     ++rec.in_kernel;
     ++in_flight_;
-    reads_unsubmitted_ = true;
+    ++chunks_prepared_;
     if (rec.next >= job.bytes) submitting_.reset();
   }
 
@@ -186,22 +187,22 @@ class UringEngine final : public ReadEngine {
     for (;;) {
       // A record taken is read to its end even once the queue closes: stop() waits for every
       // record taken, and one left half-submitted would never be reported.
-      while (in_flight_ < qd_) {
+      while (in_flight_ < qd_ && chunks_prepared_ < faults_.fail_after_chunks) {
         if (!submitting_ && (closing || !take_job())) break;
         prepare_chunk();
       }
       if (queue_.closed()) closing = true;
       if (closing && in_flight_ == 0) break;
       int r;
-      if (jobs_taken_ >= faults_.fail_after_records && !submitting_ &&
-          (faults_.abandon_in_flight || !reads_unsubmitted_)) {
-        // Test hook: the ring dies once the reads prepared so far are submitted. (Not "the
-        // submission queue is empty": a re-armed wake read sits there, and waiting on it with
-        // the queue's jobs never taken would hang every client.)
+      const bool hook_fires = (jobs_taken_ >= faults_.fail_after_records && !submitting_) ||
+                              chunks_prepared_ >= faults_.fail_after_chunks;
+      if (hook_fires) {
+        // Test hook: the ring dies as a submit fails, the reads prepared so far having reached
+        // the kernel (so die() has reads to reap), or with abandon_in_flight never reaching it.
+        if (!faults_.abandon_in_flight) io_uring_submit(&ring_);
         r = -EIO;
       } else {
         r = io_uring_submit_and_wait(&ring_, 1);
-        if (r >= 0) reads_unsubmitted_ = false;
       }
       if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
         die(std::string("io_uring submit failed: ") + std::strerror(-r));
@@ -279,7 +280,7 @@ class UringEngine final : public ReadEngine {
   std::optional<uint32_t> submitting_;    // the slot whose record has chunks left to submit
   uint32_t in_flight_ = 0;                // chunks in the kernel
   uint64_t jobs_taken_ = 0;
-  bool reads_unsubmitted_ = false;  // reads prepared since the last successful submit
+  uint64_t chunks_prepared_ = 0;          // counted for the test hooks
   std::thread thread_;
 };
 

@@ -242,3 +242,115 @@ TEST_CASE("uring engine: one that cannot start leaves the queue open for the pre
   pool->stop();
   CHECK(queue.closed());  // stopping the engine that runs is what closes the queue
 }
+
+namespace {
+
+// Slots of 5 pages read in 1-page chunks with 2 in flight, records queued over slots [0, n):
+// the setting of the two mid-record cases below.
+struct ChunkedRig {
+  static constexpr uint64_t kPage = 4096, kSlotBytes = 5 * kPage;
+  static constexpr uint32_t kSlots = 3;
+  std::unique_ptr<void, void (*)(void*)> mem{std::aligned_alloc(4096, kSlots * kSlotBytes), std::free};
+  uint8_t* base = static_cast<uint8_t*>(mem.get());
+  TempFile file{kSlots * kSlotBytes};
+  ReadQueue queue{kSlots};
+  Done d;
+
+  void push(uint32_t slot) {
+    ReadJob j;
+    j.slot = slot;
+    j.generation = 1;
+    j.fd = file.fd;
+    j.offset = slot * kSlotBytes;
+    j.bytes = uint32_t(kSlotBytes);
+    j.dst = base + slot * kSlotBytes;
+    queue.push(j, true);
+  }
+  std::unique_ptr<ReadEngine> start(UringFaults faults, std::string& why_not) {
+    std::memset(base, 0xEE, kSlots * kSlotBytes);
+    SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
+    EngineFailed failed = [this](const std::string& why) {
+      std::lock_guard lock(d.mu);
+      d.failed = true;
+      d.failed_why = why;
+      d.cv.notify_all();
+    };
+    if constexpr (kHaveUring) return make_uring_engine(queue, d.recorder(), 2, kPage, region, why_not, failed, faults, 2000);
+    why_not = "built without io_uring";
+    return nullptr;
+  }
+  // Whether slot s holds its whole record (TempFile's pattern at the record's offset).
+  bool whole(uint32_t s) const {
+    for (uint64_t i = 0; i < kSlotBytes; ++i)
+      if (base[s * kSlotBytes + i] != uint8_t((s * kSlotBytes + i) * 7 + 3)) return false;
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("uring engine: a chunk failing mid-record fails its record once, with the chunk's error, and no other") {
+  // The second chunk of record 0 is read from a closed descriptor (test hook): the kernel
+  // completes it with -EBADF. Record 0 must be reported once, with that error (not as a short
+  // read of the chunks that did land), and record 1 read whole; the ring lives on.
+  ChunkedRig rig;
+  rig.push(0);
+  rig.push(1);
+  UringFaults faults;
+  faults.bad_chunk = 1;
+  std::string why_not;
+  auto engine = rig.start(faults, why_not);
+  if (!engine) {
+    waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
+    return;
+  }
+  {
+    std::unique_lock lock(rig.d.mu);
+    REQUIRE(rig.d.cv.wait_for(lock, std::chrono::seconds(10), [&] { return rig.d.results.size() == 2; }));
+  }
+  engine->stop();  // every record taken has been reported by now: nothing more may come
+  std::lock_guard lock(rig.d.mu);
+  REQUIRE_EQ(rig.d.results.size(), 2u);
+  for (const auto& result : rig.d.results) {
+    const ReadJob& j = result.first;
+    CAPTURE(j.slot);
+    CHECK_FALSE(j.abandoned);
+    if (j.slot == 0) {
+      CHECK_EQ(result.second, -int64_t(EBADF));
+    } else {
+      CHECK_EQ(j.slot, 1u);
+      CHECK_EQ(result.second, int64_t(ChunkedRig::kSlotBytes));
+      CHECK(rig.whole(1));
+    }
+  }
+  CHECK_FALSE(rig.d.failed);
+}
+
+TEST_CASE("uring engine: a ring dying half-way through a record reports that record once, failed, and leaves the queue") {
+  // The ring dies after 3 of record 0's 5 chunks were submitted (test hook): the 3 are reaped,
+  // but the record can never be whole, so it is reported failed (-ECANCELED), neither as a
+  // short read nor abandoned (nothing of it is left in the kernel); record 1, still queued, is
+  // left for the engine that takes over.
+  ChunkedRig rig;
+  rig.push(0);
+  rig.push(1);
+  UringFaults faults;
+  faults.fail_after_chunks = 3;
+  std::string why_not;
+  auto engine = rig.start(faults, why_not);
+  if (!engine) {
+    waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
+    return;
+  }
+  {
+    std::unique_lock lock(rig.d.mu);
+    REQUIRE(rig.d.cv.wait_for(lock, std::chrono::seconds(10), [&] { return rig.d.failed; }));
+  }
+  std::lock_guard lock(rig.d.mu);
+  REQUIRE_EQ(rig.d.results.size(), 1u);
+  CHECK_EQ(rig.d.results[0].first.slot, 0u);
+  CHECK_FALSE(rig.d.results[0].first.abandoned);
+  CHECK_EQ(rig.d.results[0].second, -int64_t(ECANCELED));
+  CHECK(rig.d.failed_why.find("io_uring submit failed") != std::string::npos);
+  CHECK_EQ(rig.queue.queued(), 1u);
+}
