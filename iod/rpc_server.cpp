@@ -275,7 +275,8 @@ struct Connection {
         rpc(capnp::makeRpcServer(network, capnp::Capability::Client(kj::heap<ExpertStoreImpl>(store, waiters)))) {}
 };
 
-struct Server : public kj::TaskSet::ErrorHandler {
+// final: kj::heap deletes it through its own type (ErrorHandler has no virtual destructor).
+struct Server final : public kj::TaskSet::ErrorHandler {
   Store& store;
   FetchWaiters waiters;  // before tasks: the connections (in tasks) refer to it
   kj::Own<kj::ConnectionReceiver> listener;

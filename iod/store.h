@@ -166,7 +166,6 @@ class Store {
   std::unique_ptr<std::FILE, CloseFile> trace_;
   uint64_t trace_requests_ = 0;
   std::chrono::steady_clock::time_point trace_t0_;
-  bool stopped_ = false;
 };
 
 }  // namespace waste::iod
