@@ -696,7 +696,8 @@ struct Connection {
         rpc(capnp::makeRpcServer(network, capnp::Capability::Client(kj::heap<EngineImpl>(st)))) {}
 };
 
-struct Server : public kj::TaskSet::ErrorHandler {
+// final: kj::heap deletes it through its own type (ErrorHandler has no virtual destructor).
+struct Server final : public kj::TaskSet::ErrorHandler {
   ServerState state;
   kj::UnixEventPort::FdObserver mail_observer;  // the mailbox's eventfd, on this thread's loop
   kj::UnixEventPort& port;
