@@ -41,10 +41,10 @@ using EngineFailed = std::function<void(const std::string& why)>;
 // Test hooks of the io_uring engine (all off by default).
 struct UringFaults {
   // Once this many records (jobs) were taken and all their reads prepared, the ring fails as
-  // if its submit had (-EIO), right after submitting what was prepared: the dying engine reaps
+  // if its submit had failed (-EIO), right after submitting what was prepared: the dying engine reaps
   // those reads.
   uint64_t fail_after_records = UINT64_MAX;
-  // With the above: the ring dies as soon as those reads are prepared, before they are
+  // With the above or fail_after_chunks: the ring dies as soon as those reads are prepared, before they are
   // submitted, and reports every record it holds abandoned at once (no reaping, no cancel), as
   // when the kernel would neither finish nor cancel them. Which records are abandoned is then
   // deterministic when each is one read within queue_depth (the tests' records): exactly the

@@ -217,6 +217,7 @@ class UringEngine final : public ReadEngine {
   // reused), one cut short with nothing left in the kernel is reported failed. Then the owner
   // is told, so it can serve the queue another way; this thread ends.
   void die(const std::string& why) {
+    const bool half_submitted = submitting_.has_value();
     if (submitting_) {
       // What this record still lacks will not be read: it fails even if its chunks in the
       // kernel complete (or it would be reported as a short read).
@@ -258,8 +259,8 @@ class UringEngine final : public ReadEngine {
     }
     spdlog::error(
         "iod: {}; {} reads were in flight; {} records abandoned with a read the kernel still held (their slots are "
-        "quarantined), {} cut short (failed)",
-        why, held, abandoned, cut_short);
+        "quarantined), {} cut short (failed){}",
+        why, held, abandoned, cut_short, half_submitted ? "; the record being submitted failed (not all of it was read)" : "");
     if (failed_) failed_(why);
   }
 

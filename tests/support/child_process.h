@@ -145,7 +145,8 @@ class ChildProcess {
   bool wait_for(const std::function<bool()>& done, double timeout_s) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (!done()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      // Rounded up: a wait of under a millisecond still polls (and reads) for one.
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0 || !read_some(int(left.count()))) return done();
     }
     return true;

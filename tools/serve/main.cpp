@@ -712,11 +712,17 @@ int main(int argc, char** argv) {
   // SIGTERM/SIGINT stop the listener; in-flight requests finish on their threads. Declared
   // after svr: its destructor ignores the signals and joins its thread before svr goes.
   std::signal(SIGPIPE, SIG_IGN);
-  waste::serve::StopOnSignal stop_on_signal([&svr] {
-    if (!svr.is_running()) return false;  // not listening yet: stop() would be lost; retried
-    svr.stop();
-    return true;
-  });
+  std::optional<waste::serve::StopOnSignal> stop_on_signal;
+  try {
+    stop_on_signal.emplace([&svr] {
+      if (!svr.is_running()) return false;  // not listening yet: stop() would be lost; retried
+      svr.stop();
+      return true;
+    });
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
 
   int bound = port;
   if (port == 0) {
@@ -748,7 +754,7 @@ int main(int argc, char** argv) {
   // The line the supervisor and tests read to learn the port.
   spdlog::info("serve: listening on http://{}:{}", host, bound);
   std::fflush(stdout);
-  if (stop_on_signal.requested()) {  // a signal before listening: the watcher's retry would end it too
+  if (stop_on_signal->requested()) {  // a signal before listening: the watcher's retry would end it too
     spdlog::info("serve: stopped before listening");
     return 0;
   }

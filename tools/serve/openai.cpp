@@ -84,7 +84,6 @@ double number(const chat::Json& body, const char* name, double lo, double hi) {
 
 bool present(const chat::Json& body, const char* name) { return body.contains(name) && !body[name].is_null(); }
 
-
 // What an image reference is, checked without I/O: a data: URL (false) or a local file (true:
 // a file:// URL or a path, only with --image-dir). The server fetches nothing, so an http(s)
 // URL is refused, and so is any other scheme.

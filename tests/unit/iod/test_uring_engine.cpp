@@ -251,7 +251,7 @@ struct ChunkedRig {
   static constexpr uint64_t kPage = 4096, kSlotBytes = 5 * kPage;
   static constexpr uint32_t kSlots = 3;
   std::unique_ptr<void, void (*)(void*)> mem{std::aligned_alloc(4096, kSlots * kSlotBytes), std::free};
-  uint8_t* base = static_cast<uint8_t*>(mem.get());
+  uint8_t* base = static_cast<uint8_t*>(mem.get());  // checked in start()
   TempFile file{kSlots * kSlotBytes};
   ReadQueue queue{kSlots};
   Done d;
@@ -267,6 +267,7 @@ struct ChunkedRig {
     queue.push(j, true);
   }
   std::unique_ptr<ReadEngine> start(UringFaults faults, std::string& why_not) {
+    REQUIRE(base != nullptr);
     std::memset(base, 0xEE, kSlots * kSlotBytes);
     SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
     EngineFailed failed = [this](const std::string& why) {
@@ -290,7 +291,7 @@ struct ChunkedRig {
 }  // namespace
 
 TEST_CASE("uring engine: a chunk failing mid-record fails its record once, with the chunk's error, and no other") {
-  // The second chunk of record 0 is read from a closed descriptor (test hook): the kernel
+  // The second chunk of record 0 is read from a descriptor that is not open (fd -1, test hook): the kernel
   // completes it with -EBADF. Record 0 must be reported once, with that error (not as a short
   // read of the chunks that did land), and record 1 read whole; the ring lives on.
   ChunkedRig rig;
