@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -256,6 +257,10 @@ struct ChunkedRig {
   ReadQueue queue{kSlots};
   Done d;
 
+  ChunkedRig() {
+    push(0);
+    push(1);
+  }
   void push(uint32_t slot) {
     ReadJob j;
     j.slot = slot;
@@ -266,7 +271,8 @@ struct ChunkedRig {
     j.dst = base + slot * kSlotBytes;
     queue.push(j, true);
   }
-  std::unique_ptr<ReadEngine> start(UringFaults faults, std::string& why_not) {
+  // The engine over the rig's queue, or nullptr after reporting the case's part skipped.
+  std::unique_ptr<ReadEngine> start_or_skip(UringFaults faults) {
     REQUIRE(base != nullptr);
     std::memset(base, 0xEE, kSlots * kSlotBytes);
     SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
@@ -276,9 +282,16 @@ struct ChunkedRig {
       d.failed_why = why;
       d.cv.notify_all();
     };
-    if constexpr (kHaveUring) return make_uring_engine(queue, d.recorder(), 2, kPage, region, why_not, failed, faults, 2000);
-    why_not = "built without io_uring";
-    return nullptr;
+    std::string why_not = "built without io_uring";
+    std::unique_ptr<ReadEngine> engine;
+    if constexpr (kHaveUring) engine = make_uring_engine(queue, d.recorder(), 2, kPage, region, why_not, failed, faults, 2000);
+    if (!engine) waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
+    return engine;
+  }
+  // Waits (at most 10 s) until `done` holds under the results' lock.
+  bool wait_until(const std::function<bool()>& done) {
+    std::unique_lock lock(d.mu);
+    return d.cv.wait_for(lock, std::chrono::seconds(10), done);
   }
   // Whether slot s holds its whole record (TempFile's pattern at the record's offset).
   bool whole(uint32_t s) const {
@@ -291,24 +304,13 @@ struct ChunkedRig {
 }  // namespace
 
 TEST_CASE("uring engine: a chunk failing mid-record fails its record once, with the chunk's error, and no other") {
-  // The second chunk of record 0 is read from a descriptor that is not open (fd -1, test hook): the kernel
-  // completes it with -EBADF. Record 0 must be reported once, with that error (not as a short
-  // read of the chunks that did land), and record 1 read whole; the ring lives on.
-  ChunkedRig rig;
-  rig.push(0);
-  rig.push(1);
-  UringFaults faults;
-  faults.bad_chunk = 1;
-  std::string why_not;
-  auto engine = rig.start(faults, why_not);
-  if (!engine) {
-    waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
-    return;
-  }
-  {
-    std::unique_lock lock(rig.d.mu);
-    REQUIRE(rig.d.cv.wait_for(lock, std::chrono::seconds(10), [&] { return rig.d.results.size() == 2; }));
-  }
+  // The second chunk of record 0 is read from a descriptor that is not open (fd -1, test hook):
+  // the kernel completes it with -EBADF. Record 0 must be reported once, with that error (not
+  // as a short read of the chunks that did land), and record 1 read whole; the ring lives on.
+  ChunkedRig rig;  // records 0 and 1 queued
+  auto engine = rig.start_or_skip({.bad_chunk = 1});
+  if (!engine) return;
+  REQUIRE(rig.wait_until([&] { return rig.d.results.size() == 2; }));
   engine->stop();  // every record taken has been reported by now: nothing more may come
   std::lock_guard lock(rig.d.mu);
   REQUIRE_EQ(rig.d.results.size(), 2u);
@@ -332,21 +334,10 @@ TEST_CASE("uring engine: a ring dying half-way through a record reports that rec
   // but the record can never be whole, so it is reported failed (-ECANCELED), neither as a
   // short read nor abandoned (nothing of it is left in the kernel); record 1, still queued, is
   // left for the engine that takes over.
-  ChunkedRig rig;
-  rig.push(0);
-  rig.push(1);
-  UringFaults faults;
-  faults.fail_after_chunks = 3;
-  std::string why_not;
-  auto engine = rig.start(faults, why_not);
-  if (!engine) {
-    waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
-    return;
-  }
-  {
-    std::unique_lock lock(rig.d.mu);
-    REQUIRE(rig.d.cv.wait_for(lock, std::chrono::seconds(10), [&] { return rig.d.failed; }));
-  }
+  ChunkedRig rig;  // records 0 and 1 queued
+  auto engine = rig.start_or_skip({.fail_after_chunks = 3});
+  if (!engine) return;
+  REQUIRE(rig.wait_until([&] { return rig.d.failed; }));
   std::lock_guard lock(rig.d.mu);
   REQUIRE_EQ(rig.d.results.size(), 1u);
   CHECK_EQ(rig.d.results[0].first.slot, 0u);
