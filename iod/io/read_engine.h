@@ -41,14 +41,14 @@ using EngineFailed = std::function<void(const std::string& why)>;
 // Test hooks of the io_uring engine (all off by default).
 struct UringFaults {
   // Once this many records (jobs) were taken and all their reads prepared, the ring fails as
-  // if its submit had failed (-EIO), right after submitting what was prepared: the dying engine reaps
-  // those reads.
+  // if its submit had failed (-EIO), right after submitting what was prepared: the dying engine
+  // reaps those reads.
   uint64_t fail_after_records = UINT64_MAX;
-  // With the above or fail_after_chunks: the ring dies as soon as those reads are prepared, before they are
-  // submitted, and reports every record it holds abandoned at once (no reaping, no cancel), as
-  // when the kernel would neither finish nor cancel them. Which records are abandoned is then
-  // deterministic when each is one read within queue_depth (the tests' records): exactly the
-  // first fail_after_records jobs taken from the queue.
+  // With the above or fail_after_chunks: the ring dies as soon as those reads are prepared,
+  // before they are submitted, and reports every record it holds abandoned at once (no
+  // reaping, no cancel), as when the kernel would neither finish nor cancel them. Which records
+  // are abandoned is then deterministic when each is one read within queue_depth (the tests'
+  // records): exactly the first fail_after_records jobs taken from the queue.
   bool abandon_in_flight = false;
   // Once this many chunks (reads) were prepared, the ring fails (-EIO) after submitting them,
   // as fail_after_records does, but wherever that falls: also half-way through a record.

@@ -260,7 +260,8 @@ class UringEngine final : public ReadEngine {
     spdlog::error(
         "iod: {}; {} reads were in flight; {} records abandoned with a read the kernel still held (their slots are "
         "quarantined), {} cut short (failed){}",
-        why, held, abandoned, cut_short, half_submitted ? "; the record being submitted failed (not all of it was read)" : "");
+        why, held, abandoned, cut_short,
+        half_submitted ? "; the record being submitted failed (not all of it was read)" : "");
     if (failed_) failed_(why);
   }
 

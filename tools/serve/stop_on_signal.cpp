@@ -25,7 +25,7 @@ static_assert(std::atomic<int>::is_always_lock_free, "the handler may only touch
 
 void on_stop_signal(int) {
   const int saved = errno;  // the interrupted code's errno is not the handler's to change
-  const char b = 's';
+  const char b = 0;
   // A full pipe already holds a wake-up for the watcher: the byte is not needed.
   [[maybe_unused]] const ssize_t n = ::write(g_write_end.load(), &b, 1);
   errno = saved;
@@ -43,7 +43,8 @@ void set_handler(void (*handler)(int)) {
   ::sigaction(SIGINT, &sa, nullptr);
 }
 
-// Reads what the pipe holds without waiting; returns whether it held a signal's byte.
+// Reads what the pipe holds without waiting; returns whether it held anything. A byte is only a
+// wake-up: a handler's or the destructor's (which sets quit_ first), told apart by quit_.
 bool drain_pipe() {
   bool signalled = false;
   char buf[64];
@@ -78,7 +79,7 @@ StopOnSignal::~StopOnSignal() {
   set_handler(SIG_IGN);
   quit_.store(true);
   // Wakes the watcher. A full pipe (EAGAIN) wakes it as well; it then sees quit_.
-  const char b = 'q';
+  const char b = 0;
   while (::write(g_write_end.load(), &b, 1) < 0 && errno == EINTR) {
   }
   watcher_.join();

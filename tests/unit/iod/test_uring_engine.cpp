@@ -38,7 +38,28 @@ struct Done {
       cv.notify_all();
     };
   }
+  // The engine's EngineFailed: records why and wakes a waiter.
+  EngineFailed on_failed() {
+    return [this](const std::string& why) {
+      std::lock_guard lock(mu);
+      failed = true;
+      failed_why = why;
+      cv.notify_all();
+    };
+  }
 };
+
+// A job reading slot_bytes from fd at offset into slot `slot` of the region at base.
+ReadJob slot_job(uint8_t* base, uint64_t slot_bytes, uint32_t slot, int fd, uint64_t offset) {
+  ReadJob j;
+  j.slot = slot;
+  j.generation = 1;
+  j.fd = fd;
+  j.offset = offset;
+  j.bytes = uint32_t(slot_bytes);
+  j.dst = base + slot * slot_bytes;
+  return j;
+}
 
 // A file of `bytes` bytes, byte i = (i * 7 + 3) mod 256, open read-write, removed with its
 // temporary directory at the end.
@@ -72,22 +93,7 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
   ReadQueue queue(kSlots);
   Done d;
   ReadDone done = d.recorder();
-  EngineFailed failed = [&](const std::string& why) {
-    std::lock_guard lock(d.mu);
-    d.failed = true;
-    d.failed_why = why;
-    d.cv.notify_all();
-  };
-  auto job = [&](uint32_t slot, int fd, uint64_t offset) {
-    ReadJob j;
-    j.slot = slot;
-    j.generation = 1;
-    j.fd = fd;
-    j.offset = offset;
-    j.bytes = uint32_t(kSlotBytes);
-    j.dst = base + slot * kSlotBytes;
-    return j;
-  };
+  auto job = [&](uint32_t slot, int fd, uint64_t offset) { return slot_job(base, kSlotBytes, slot, fd, offset); };
   // Slot 0 reads the pipe (never completes), slot 1 the file; both are submitted, then the ring
   // "dies" (test hook after 2 reads); slot 2's job is still queued.
   queue.push(job(0, pipefd[0], 0), true);
@@ -99,7 +105,7 @@ TEST_CASE("uring engine: a dead ring reaps, abandons what never completes, and l
   std::unique_ptr<ReadEngine> engine;
   // A build without io_uring has no make_uring_engine (iod/io/io_choice.h).
   if constexpr (kHaveUring)
-    engine = make_uring_engine(queue, done, 4, kDefaultReadChunk, region, why_not, failed, faults, 200);
+    engine = make_uring_engine(queue, done, 4, kDefaultReadChunk, region, why_not, d.on_failed(), faults, 200);
   else
     why_not = "built without io_uring";
   if (!engine) {
@@ -159,16 +165,7 @@ TEST_CASE("uring engine: a record longer than a chunk is read in chunks, whole, 
   Done d;
   ReadDone done = d.recorder();
   const uint64_t offsets[kSlots] = {0, kPage, kSlotBytes};
-  for (uint32_t s = 0; s < kSlots; ++s) {
-    ReadJob j;
-    j.slot = s;
-    j.generation = 1;
-    j.fd = file.fd;
-    j.offset = offsets[s];
-    j.bytes = uint32_t(kSlotBytes);
-    j.dst = base + s * kSlotBytes;
-    queue.push(j, true);
-  }
+  for (uint32_t s = 0; s < kSlots; ++s) queue.push(slot_job(base, kSlotBytes, s, file.fd, offsets[s]), true);
   std::string why_not;
   SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
   std::unique_ptr<ReadEngine> engine;
@@ -227,13 +224,7 @@ TEST_CASE("uring engine: one that cannot start leaves the queue open for the pre
   TempFile file(kSlotBytes);
   Done d;
   auto pool = make_pread_engine(queue, d.recorder(), 2);
-  ReadJob j;
-  j.slot = 1;
-  j.generation = 1;
-  j.fd = file.fd;
-  j.bytes = uint32_t(kSlotBytes);
-  j.dst = base + kSlotBytes;
-  queue.push(j, true);
+  queue.push(slot_job(base, kSlotBytes, 1, file.fd, 0), true);
   {
     std::unique_lock lock(d.mu);
     REQUIRE(d.cv.wait_for(lock, std::chrono::seconds(30), [&] { return !d.results.empty(); }));
@@ -252,7 +243,7 @@ struct ChunkedRig {
   static constexpr uint64_t kPage = 4096, kSlotBytes = 5 * kPage;
   static constexpr uint32_t kSlots = 3;
   std::unique_ptr<void, void (*)(void*)> mem{std::aligned_alloc(4096, kSlots * kSlotBytes), std::free};
-  uint8_t* base = static_cast<uint8_t*>(mem.get());  // checked in start()
+  uint8_t* base = static_cast<uint8_t*>(mem.get());  // checked in start_or_skip()
   TempFile file{kSlots * kSlotBytes};
   ReadQueue queue{kSlots};
   Done d;
@@ -261,30 +252,15 @@ struct ChunkedRig {
     push(0);
     push(1);
   }
-  void push(uint32_t slot) {
-    ReadJob j;
-    j.slot = slot;
-    j.generation = 1;
-    j.fd = file.fd;
-    j.offset = slot * kSlotBytes;
-    j.bytes = uint32_t(kSlotBytes);
-    j.dst = base + slot * kSlotBytes;
-    queue.push(j, true);
-  }
+  void push(uint32_t slot) { queue.push(slot_job(base, kSlotBytes, slot, file.fd, slot * kSlotBytes), true); }
   // The engine over the rig's queue, or nullptr after reporting the case's part skipped.
   std::unique_ptr<ReadEngine> start_or_skip(UringFaults faults) {
     REQUIRE(base != nullptr);
     std::memset(base, 0xEE, kSlots * kSlotBytes);
     SlotRegion region{base, kSlots * kSlotBytes, kSlotBytes};
-    EngineFailed failed = [this](const std::string& why) {
-      std::lock_guard lock(d.mu);
-      d.failed = true;
-      d.failed_why = why;
-      d.cv.notify_all();
-    };
     std::string why_not = "built without io_uring";
     std::unique_ptr<ReadEngine> engine;
-    if constexpr (kHaveUring) engine = make_uring_engine(queue, d.recorder(), 2, kPage, region, why_not, failed, faults, 2000);
+    if constexpr (kHaveUring) engine = make_uring_engine(queue, d.recorder(), 2, kPage, region, why_not, d.on_failed(), faults, 2000);
     if (!engine) waste::test::skip_part("io_uring unavailable here (" + why_not + ")");
     return engine;
   }
