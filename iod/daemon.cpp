@@ -14,6 +14,7 @@
 
 #include "iod/budget.h"
 #include "iod/cache/usage_file.h"
+#include "iod/io/check_gate.h"
 #include "iod/rpc_server.h"
 #include "iod/store.h"
 #include "shared/container/reader.h"
@@ -180,6 +181,12 @@ int run_daemon(const DaemonOptions& o) {
   if (const char* v = std::getenv("WASTE_IOD_TEST_EIO"); v && *v) {
     so.read_faults = parse_read_faults(v);
     spdlog::warn("iod: test hook: reads of {} read back as EIO", v);
+  }
+  std::unique_ptr<CheckGate> check_gate;  // outlives the store, whose checker thread calls it
+  if (const char* v = std::getenv("WASTE_IOD_TEST_CHECK_GATE"); v && *v) {
+    check_gate = std::make_unique<CheckGate>(v);
+    so.before_payload_check = [g = check_gate.get()](const ReadJob&) { g->pass(); };
+    spdlog::warn("iod: test hook: each record's checksum waits for the FIFO {}", v);
   }
   Store store(container, ipc::segment_name(instance, container.container_id()), instance, so);
   UsageWriter usage(store, container, o.usage);

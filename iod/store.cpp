@@ -269,9 +269,18 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
     // fast path of record_checksum; check_record has validated payload_bytes against the layout).
     why = check_record(job.dst, l->layout, job.layer, job.expert, false);
     const auto* h = reinterpret_cast<const RecordHeader*>(job.dst);
-    if (why.empty() && options_.verify_checksums &&
-        record_checksum(job.dst + kRecordHeaderBytes, h->payload_bytes) != h->checksum)
-      why = who + "payload checksum mismatch (damaged record)";
+    if (why.empty() && options_.verify_checksums && !job.abandoned) {
+      // CHECKING first: the bytes are in and stay as they are (the slot is still io_busy, so
+      // never a victim), and compute may run its kernels on them while the checksum runs here,
+      // using what they made only once the word says READY. The check of a layer's last record
+      // then overlaps that record's kernels instead of preceding them.
+      ipc::SlotEntry& e = segment_.entry(job.slot);
+      e.word.store(ipc::make_state_word(SlotState::Checking, job.generation), std::memory_order_release);
+      ipc::futex_wake_word(e.word);
+      if (options_.before_payload_check) options_.before_payload_check(job);
+      if (record_checksum(job.dst + kRecordHeaderBytes, h->payload_bytes) != h->checksum)
+        why = who + "payload checksum mismatch (damaged record)";
+    }
   }
   if (job.abandoned)
     why = who + "read abandoned: the io_uring ring failed with it in flight (slot " + std::to_string(job.slot) +

@@ -45,6 +45,9 @@ struct StoreOptions {
   cache::UsageCounts usage;   // counts loaded from the usage file (empty = start from zero)
   UringFaults uring_faults;   // test hook (WASTE_IOD_TEST_URING_FAIL_AFTER)
   ReadFaults read_faults;     // test hook (WASTE_IOD_TEST_EIO): records that read back as EIO
+  // Test hook (WASTE_IOD_TEST_CHECK_GATE): runs with the record published CHECKING, before its
+  // payload checksum, on the thread that checks; a test holds records there.
+  std::function<void(const ReadJob&)> before_payload_check;
 };
 
 // What stats() reports: one definition (shared/stats/store_stats.h) for iod and its clients.

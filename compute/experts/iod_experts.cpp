@@ -100,17 +100,17 @@ ExpertView IodExperts::view_of(int layer, int expert, ipc::SlotHandle h) {
   return expert_view(client_->slot_data(h.slot), layer_info(layer).layout, codebooks(layer));
 }
 
-const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h) {
+const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, ipc::ExpertStoreClient::Until until) {
   const auto started = std::chrono::steady_clock::now();
   for (;;) {
     try {
-      return client_->wait(h, int64_t(liveness_ms_) * 1'000'000);
+      return client_->wait(h, int64_t(liveness_ms_) * 1'000'000, until);
     } catch (const Error&) {
-      // A timeout leaves the slot LOADING; FAILED is the caller's to report (drop_failed);
-      // anything else (a stale handle) is final.
+      // A timeout leaves the slot LOADING (or CHECKING); FAILED is the caller's to report
+      // (drop_failed); anything else (a stale handle) is final.
       const ipc::SlotState s = client_->state(h);
       if (s == ipc::SlotState::Failed) return nullptr;
-      if (s != ipc::SlotState::Loading) throw;
+      if (s != ipc::SlotState::Loading && s != ipc::SlotState::Checking) throw;
     }
     // Still loading after liveness_ms: is iod alive? The ping throws naming the socket if not
     // (within call_timeout_ms: a stopped daemon does not answer at all).
@@ -125,8 +125,10 @@ const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h) {
     // stuck disk or a wedged read engine; the wait ends rather than holding the step for ever.
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     if (call_timeout_ms_ > 0 && waited.count() > call_timeout_ms_) {
-      throw Error("iod " + socket_ + ": slot " + std::to_string(h.slot) + " still loading after " +
-                      std::to_string(waited.count()) + " ms (iod answers; is its disk stuck?)",
+      const bool checking = client_->state(h) == ipc::SlotState::Checking;
+      throw Error("iod " + socket_ + ": slot " + std::to_string(h.slot) + (checking ? " still checking" : " still loading") +
+                      " after " + std::to_string(waited.count()) + " ms (iod answers; " +
+                      (checking ? "is its checking thread stuck?)" : "is its disk stuck?)"),
                   ErrorKind::Unavailable, "iod");
     }
   }
@@ -431,6 +433,25 @@ void IodExperts::settle_in_use() {
   // The model is done with the experts handed out last: their slots go back (on the next fetch,
   // or at end_layer); unpinned, each slot must still hold its record, or that expert is fetched
   // and handed out again.
+  //
+  // One handed out CHECKING (its kernels ran beside iod's checksum) is used only once its slot
+  // turns READY: wait for that here, before anything is released (a wait that throws leaves
+  // in_use_ whole for end_layer to release once). A check that failed drops what the model made
+  // of it: ExpertUnavailable, thrown by the caller before it hands anything out.
+  for (const Fetched& done : in_use_) {
+    if (!done.unchecked || client_->state(done.handle) == ipc::SlotState::Ready) continue;
+    const int expert = experts_[done.index];
+    timeline::Span span("check_wait", "compute", layer_, expert);
+    if (wait_alive(done.handle)) continue;
+    std::string why = "iod: layer " + std::to_string(layer_) + " expert " + std::to_string(expert) + " failed";
+    try {
+      client_->wait(done.handle, 0);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    lost_.push_back({expert, why});
+    ++failed_after_handout_;
+  }
   torn_.clear();
   for (const Fetched& done : in_use_) {
     // Unpinned, the header is checked now, not before: the kernels have just read this record,
@@ -458,6 +479,11 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
   require(!out.empty(), "next_ready_group: no room for an expert (0 means the layer is done)");
   finish_refill();  // the layer's first fetch, sent by fetch_layer
   settle_in_use();
+  if (!lost_.empty()) {
+    const Lost l = lost_.front();
+    lost_.erase(lost_.begin());
+    throw ExpertUnavailable(layer_, l.expert, l.why);
+  }
   size_t k = 0;
   if (unpinned_) {
     // In order, as many as are still READY (pointers from the manifest's layout only, via
@@ -482,21 +508,25 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
     refill(std::min(free_slots, remaining));
   if (window_.empty()) return 0;
 
-  // Completion order: the first slot already READY; else wait on the oldest outstanding one.
+  // Completion order: the first slot whose bytes are in (READY, or CHECKING: see settle_in_use);
+  // else wait on the oldest outstanding one.
+  const auto landed = [](ipc::SlotState s) { return s == ipc::SlotState::Ready || s == ipc::SlotState::Checking; };
   size_t pick = 0;
   for (size_t i = 0; i < window_.size(); ++i) {
     const ipc::SlotState s = client_->state(window_[i].handle);
-    if (s == ipc::SlotState::Ready) {
+    if (landed(s)) {
       pick = i;
       break;
     }
     if (s == ipc::SlotState::Failed) drop_failed(i);                   // throws ExpertUnavailable
     if (s != ipc::SlotState::Loading) client_->wait(window_[i].handle, 0);  // stale: throws the reason
   }
-  if (client_->state(window_[pick].handle) != ipc::SlotState::Ready) {
-    wait_alive(window_[pick].handle);
-    if (client_->state(window_[pick].handle) == ipc::SlotState::Failed) drop_failed(pick);
-  }
+  if (!landed(client_->state(window_[pick].handle))) wait_alive(window_[pick].handle, ipc::ExpertStoreClient::Until::Landed);
+  // Pinned, so the word only moves on: LOADING -> CHECKING -> READY or FAILED.
+  const ipc::SlotState picked = client_->state(window_[pick].handle);
+  if (picked == ipc::SlotState::Failed) drop_failed(pick);
+  window_[pick].unchecked = picked != ipc::SlotState::Ready;
+  handed_unchecked_ += window_[pick].unchecked;
   const Fetched first = window_[pick];
   in_use_.push_back(first);
   window_.erase(window_.begin() + ptrdiff_t(pick));
@@ -512,11 +542,13 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
   // reads that land while the group computes (the refill comes once half is free).
   const size_t most = next_fetch_ < experts_.size() ? std::max<size_t>(1, window_cap_ / 2) : out.size();
   for (size_t i = 0; i < window_.size() && k < std::min(most, out.size());) {
-    const Fetched f = window_[i];
-    if (client_->state(f.handle) != ipc::SlotState::Ready) {
+    Fetched f = window_[i];
+    const ipc::SlotState s = client_->state(f.handle);
+    if (!landed(s)) {
       ++i;
       continue;
     }
+    f.unchecked = s == ipc::SlotState::Checking;
     ExpertView v;
     try {
       v = view_of(layer_, experts_[f.index], f.handle);
@@ -525,6 +557,7 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
     }
     window_.erase(window_.begin() + ptrdiff_t(i));
     in_use_.push_back(f);
+    handed_unchecked_ += f.unchecked;
     out[k++] = {int(f.index), v};
     timeline::instant("expert_ready", "compute", layer_, experts_[f.index]);
   }
@@ -582,6 +615,7 @@ void IodExperts::end_layer() {
     if (uses_.passes() >= ipc::kTouchPasses || Clock::now() - uses_.first_added() >= touch_delay_) send_uses(false);
   }
   experts_.clear();
+  lost_.clear();  // a layer an error ended: what was lost went with it
   next_fetch_ = 0;
   layer_ = -1;
 }

@@ -97,6 +97,11 @@ class IodExperts : public ExpertSource {
   uint64_t unpinned_refetched() const { return unpinned_refetched_; }
   uint64_t uses_touched() const { return uses_touched_; }
   uint64_t uses_dropped() const { return uses_dropped_; }
+  // Experts handed out while iod was still verifying their record (CHECKING: their kernels ran
+  // beside the check, and what they made was used only once the slot turned READY), and those
+  // whose check then failed (thrown as ExpertUnavailable before the next group).
+  uint64_t handed_unchecked() const { return handed_unchecked_; }
+  uint64_t failed_after_handout() const { return failed_after_handout_; }
   // Sends the pending unpinned uses now, waiting for iod's answer when no one-way call can go
   // (otherwise they go every ipc::kTouchPasses passes or kTouchDelay, before a fetch or stats()).
   void flush_uses();
@@ -121,8 +126,8 @@ class IodExperts : public ExpertSource {
   std::vector<ipc::SlotHandle> fetch_retrying(uint32_t layer, std::span<const uint32_t> ids);
   // A synchronous fetch of layer_'s `ids` (retrying while overloaded), one handle per id.
   std::vector<ipc::SlotHandle> fetch_now(std::span<const uint32_t> ids);
-  // Waits for the slot to leave LOADING; nullptr when it turned FAILED.
-  const uint8_t* wait_alive(ipc::SlotHandle h);
+  // Waits for the slot to turn READY (or, Until::Landed, CHECKING); nullptr when it turned FAILED.
+  const uint8_t* wait_alive(ipc::SlotHandle h, ipc::ExpertStoreClient::Until until = ipc::ExpertStoreClient::Until::Ready);
   // Drops window_[i] (its slot FAILED) and throws ExpertUnavailable with iod's reason.
   [[noreturn]] void drop_failed(size_t i);
   bool alive();  // one stats RPC: false when the connection is gone
@@ -160,10 +165,21 @@ class IodExperts : public ExpertSource {
   struct Fetched {
     size_t index;  // into experts_
     ipc::SlotHandle handle;
+    bool unchecked = false;  // handed out CHECKING: its use waits for READY (settle_in_use)
   };
   std::vector<Fetched> window_;  // fetched, not yet handed out (in fetch order)
   std::vector<Fetched> in_use_;  // handed out by the last next_ready() or next_ready_group()
   std::vector<size_t> torn_;     // settle_in_use's buffer
+  // Experts handed out CHECKING whose check then failed: each is thrown as ExpertUnavailable by
+  // a next_ready_group of its own, before that call hands anything out (the model drops what it
+  // made of them). Bounded by the batch.
+  struct Lost {
+    int expert;
+    std::string why;
+  };
+  std::vector<Lost> lost_;
+  // Experts handed out while iod still checked their record, and those whose check then failed.
+  uint64_t handed_unchecked_ = 0, failed_after_handout_ = 0;
   // The model is done with in_use_: pinned, their pins go to to_release_; unpinned, each is
   // checked intact (its use recorded) or, torn, fetched pinned again with the rest.
   void settle_in_use();

@@ -70,7 +70,10 @@ class ExpertSource {
   // all; an index may come again (as from next_ready), never twice in one group. A source
   // throws ExpertUnavailable only before it has put any expert in `out` (the caller would
   // never apply those). The default hands out one (next_ready): sources whose views stay
-  // valid longer, or that can hold several, hand out more.
+  // valid longer, or that can hold several, hand out more. A source may hand out a view whose
+  // bytes it is still verifying (IodExperts: a slot CHECKING); the next call confirms it, or
+  // throws ExpertUnavailable for it, so what the caller made of a view is final only once a
+  // later call returned (the loop's last call, returning 0, settles the layer).
   struct Ready {
     int index;  // into the batch's experts
     ExpertView view;

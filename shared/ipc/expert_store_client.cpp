@@ -377,7 +377,7 @@ void ExpertStoreClient::ready_slots(std::vector<ReadySlot>& out) const {
   }
 }
 
-const uint8_t* ExpertStoreClient::wait(SlotHandle h, int64_t timeout_ns) const {
+const uint8_t* ExpertStoreClient::wait(SlotHandle h, int64_t timeout_ns, Until until) const {
   const uint8_t* data = slot_data(h.slot);
   const SlotEntry& e = impl_->segment.entry(h.slot);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns < 0 ? 0 : timeout_ns);
@@ -396,7 +396,12 @@ const uint8_t* ExpertStoreClient::wait(SlotHandle h, int64_t timeout_ns) const {
       }
       case SlotState::Free:
         throw Error("iod: slot " + std::to_string(h.slot) + " is FREE (handle not from a fetch)");
+      case SlotState::Checking:
+        if (until == Until::Landed) return data;
+        break;
       case SlotState::Loading: break;
+      default:  // a word this build does not know (the segment version says both sides agree)
+        throw Error("iod: slot " + std::to_string(h.slot) + " has unknown state " + std::to_string(uint32_t(state_of(w))));
     }
     int64_t left = -1;
     if (timeout_ns >= 0) {

@@ -136,8 +136,10 @@ class ExpertStoreClient {
 
   // Waits until the slot is READY and returns its record (slot_bytes, read-only). Throws Error
   // when the read failed (naming layer and expert), the handle is stale, or timeout_ns passes
-  // (-1: wait for ever).
-  const uint8_t* wait(SlotHandle h, int64_t timeout_ns = -1) const;
+  // (-1: wait for ever). Until::Landed returns at CHECKING too: the bytes are in and will not
+  // change, but what is made of them may be used only once the slot turns READY.
+  enum class Until { Ready, Landed };
+  const uint8_t* wait(SlotHandle h, int64_t timeout_ns = -1, Until until = Until::Ready) const;
   SlotState state(SlotHandle h) const;  // current state; Free when the handle is stale
   const uint8_t* slot_data(uint32_t slot) const;
 

@@ -15,6 +15,7 @@ const char* state_name(SlotState s) {
     case SlotState::Loading: return "LOADING";
     case SlotState::Ready: return "READY";
     case SlotState::Failed: return "FAILED";
+    case SlotState::Checking: return "CHECKING";
   }
   return "?";
 }

@@ -23,14 +23,20 @@ constexpr uint64_t kSegmentMagic = 0x31474553584157ull;  // "WAXSEG1"
 // fact; an iod without it would refuse every touch, and its policy would never see those uses).
 // 4: a touch spans up to kTouchPasses passes (an iod of version 3 takes one entry per MoE layer
 // and would refuse every touch of this build's compute).
-constexpr uint32_t kSegmentVersion = 4;
+// 5: CHECKING (a record's bytes are in and its header matches; its payload checksum is being
+// verified): compute of this build runs kernels on it and uses what they made only once the slot
+// turns READY. A compute of version 4 would take the new state for an unknown one.
+constexpr uint32_t kSegmentVersion = 5;
 constexpr uint64_t kSegmentHeaderBytes = 4096;
 constexpr uint64_t kSlotAlign = 4096;
 // Largest slot a client accepts (a record is at most 4 GiB, format.h); keeps the layout's
 // arithmetic far from overflow.
 constexpr uint64_t kMaxSlotBytes = 1ull << 32;
 
-enum class SlotState : uint32_t { Free = 0, Loading = 1, Ready = 2, Failed = 3 };
+// CHECKING sits between LOADING and READY/FAILED while iod verifies the payload checksum
+// (docs/PROTOCOL.md): the bytes no longer change, but nothing made of them may be used before
+// READY. A reader that only wants verified records treats it as LOADING.
+enum class SlotState : uint32_t { Free = 0, Loading = 1, Ready = 2, Failed = 3, Checking = 4 };
 
 constexpr uint64_t make_state_word(SlotState s, uint64_t generation) { return (generation << 8) | uint64_t(s); }
 constexpr SlotState state_of(uint64_t word) { return SlotState(word & 0xFF); }

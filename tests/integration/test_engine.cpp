@@ -16,7 +16,7 @@
 #include "shared/util/error.h"
 #include "tests/integration/f32_file.h"
 #include "tests/integration/scoped_env.h"
-#include "tests/integration/step_gate_fifo.h"
+#include "tests/integration/gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/libwaste/waste.h"

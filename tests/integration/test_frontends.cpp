@@ -15,7 +15,7 @@
 #include "shared/platform/shm.h"
 #include "tests/support/child_process.h"
 #include "tests/integration/scoped_env.h"
-#include "tests/integration/step_gate_fifo.h"
+#include "tests/integration/gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/integration/synth_model.h"
 #include "tests/skip.h"

@@ -26,6 +26,7 @@
 #include "shared/plan/memory_plan.h"
 #include "shared/platform/shm.h"
 #include "shared/util/error.h"
+#include "tests/integration/gate_fifo.h"
 #include "tests/integration/process.h"
 #include "tests/integration/scoped_env.h"
 #include "tests/integration/synth_model.h"
@@ -466,6 +467,74 @@ TEST_CASE("iod: a corrupt record fails its fetch with an error naming it; others
   // Asked again, the record is read again and fails again: never READY with bad bytes.
   auto hs3 = client.fetch(layer, std::vector<uint32_t>{bad}, hs2);
   CHECK_THROWS_AS(client.wait(hs3[0], 10'000'000'000), Error);
+}
+
+TEST_CASE("IodExperts: a record is handed out while iod checks it; its use waits for READY, and a failed check drops it") {
+  // iod holds every record in CHECKING until the gate lets its checksum run: what compute does in
+  // between is what happens when a layer's last record lands and its kernels run beside its check.
+  CheckGateFifo gate;
+  const ScopedEnv env({gate.env()});
+  TempDir tmp;
+  const std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const auto& l = c.expert_layers()[0];
+  const int layer = l.layer, good = 7, bad = 6;
+  flip_byte(l.bank_path, uint64_t(bad) * l.layout.stride + 64 + 100);  // in the payload: checksum mismatch
+  PrivateIod iod(iod_args(model, 8), tmp / "run");
+  // A deadline of 1 s: the wait for a check that the gate holds ends within it.
+  IodExperts src(c, iod.socket_path(), 1000, 50);
+  std::array<ExpertSource::Ready, 4> out;
+  std::vector<uint8_t> want(l.layout.stride);
+
+  // A good record: handed out as soon as its bytes are in, its check still held.
+  src.fetch_layer(layer, std::vector<int>{good});
+  REQUIRE_EQ(src.next_ready_group(out), 1u);
+  CHECK_EQ(out[0].index, 0);
+  CHECK_EQ(src.handed_unchecked(), 1u);
+  c.read_record(layer, uint32_t(good), want.data());
+  CHECK(std::memcmp(out[0].view.gate - l.layout.gate_offset, want.data(), want.size()) == 0);
+  // Not READY to anyone scanning the slot table (an unpinned read takes READY slots only).
+  std::vector<ipc::ExpertStoreClient::ReadySlot> ready;
+  src.client().ready_slots(ready);
+  CHECK(std::none_of(ready.begin(), ready.end(), [&](const auto& r) { return int(r.expert) == good; }));
+  // The model's next call is where that expert's use is confirmed: with the check held it waits
+  // for READY, and its deadline names the check.
+  CHECK_THROWS_WITH_AS(src.next_ready_group(out), doctest::Contains("still checking"), Error);
+  gate.let(1);
+  CHECK_EQ(src.next_ready_group(out), 0u);  // READY now: the layer is done, nothing lost
+  CHECK_EQ(src.failed_after_handout(), 0u);
+  src.end_layer();
+  ready.clear();
+  src.client().ready_slots(ready);
+  CHECK(std::any_of(ready.begin(), ready.end(), [&](const auto& r) { return int(r.expert) == good; }));
+
+  // A damaged record: handed out too, then its check fails. The next call throws it as lost
+  // (the model drops what it made of it) before handing anything out, and the batch goes on.
+  src.fetch_layer(layer, std::vector<int>{bad, good});
+  // Until the damaged one (index 0) is handed out, CHECKING; the good one is a hit, READY, and
+  // may come first.
+  std::vector<int> handed;
+  while (std::find(handed.begin(), handed.end(), 0) == handed.end()) {
+    const size_t k = src.next_ready_group(out);
+    REQUIRE(k > 0);
+    for (size_t i = 0; i < k; ++i) handed.push_back(out[i].index);
+  }
+  gate.let(1);
+  try {
+    src.next_ready_group(out);
+    FAIL("an expert whose check failed was not reported");
+  } catch (const ExpertUnavailable& e) {
+    CHECK_EQ(e.layer, layer);
+    CHECK_EQ(e.expert, bad);
+    CHECK_MESSAGE(std::string(e.what()).find("checksum") != std::string::npos, e.what());
+  }
+  CHECK_EQ(src.failed_after_handout(), 1u);
+  gate.open();
+  size_t more = 0;
+  for (size_t k; (k = src.next_ready_group(out)) > 0;) more += k;
+  CHECK_EQ(handed.size() + more, 2u);  // the good one (a hit) was handed out once, in either call
+  src.end_layer();
+  CHECK_EQ(iod.stop(), 0);
 }
 
 TEST_CASE("iod: when the io_uring ring dies, reads in flight complete and the rest go to a pread pool") {

@@ -19,7 +19,7 @@
 #include "tests/support/child_process.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/scoped_env.h"
-#include "tests/integration/step_gate_fifo.h"
+#include "tests/integration/gate_fifo.h"
 #include "tests/integration/test_engine_instance.h"
 #include "tests/integration/synth_model.h"
 #include "tools/libwaste/engine_client.h"

@@ -32,17 +32,22 @@ double iod_cpu_seconds(Engine& e) {
   return iod ? iod->client().stats().value("cpu_seconds", 0.0) : -1.0;
 }
 
-// Through iod, so far (docs/PROTOCOL.md, "Unpinned reads"): MoE layers served unpinned, experts
-// fetched again after a torn read, uses never reported to iod (it did not answer); zeros otherwise.
+// Through iod, so far (docs/PROTOCOL.md, "Unpinned reads" and CHECKING): MoE layers served
+// unpinned, experts fetched again after a torn read, uses never reported to iod (it did not
+// answer), experts handed out while iod still checked their record and those whose check then
+// failed; zeros otherwise.
 struct UnpinnedCounts {
-  uint64_t layers = 0, refetched = 0, unreported = 0;
+  uint64_t layers = 0, refetched = 0, unreported = 0, unchecked = 0, failed_after = 0;
   UnpinnedCounts since(const UnpinnedCounts& a) const {
-    return {layers - a.layers, refetched - a.refetched, unreported - a.unreported};
+    return {layers - a.layers, refetched - a.refetched, unreported - a.unreported, unchecked - a.unchecked,
+            failed_after - a.failed_after};
   }
 };
 UnpinnedCounts unpinned_counts(Engine& e) {
   auto* iod = dynamic_cast<IodExperts*>(&e.experts());
-  return iod ? UnpinnedCounts{iod->unpinned_layers(), iod->unpinned_refetched(), iod->uses_dropped()} : UnpinnedCounts{};
+  return iod ? UnpinnedCounts{iod->unpinned_layers(), iod->unpinned_refetched(), iod->uses_dropped(),
+                              iod->handed_unchecked(), iod->failed_after_handout()}
+             : UnpinnedCounts{};
 }
 
 void run_bench(const BenchOptions& o) {
@@ -120,6 +125,7 @@ void run_bench(const BenchOptions& o) {
                        {"of_layers", moe_layer_steps},
                        {"refetched", unpinned.refetched},
                        {"unreported_uses", unpinned.unreported}};
+      j["checking"] = {{"handed_out", unpinned.unchecked}, {"failed", unpinned.failed_after}};
     }
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
     j["prefetch"]["wasted_mb_per_token_at_most"] = wasted_mb_per_token;
@@ -160,6 +166,9 @@ void run_bench(const BenchOptions& o) {
                 "never reported to iod\n",
                 (unsigned long long)unpinned.layers, (unsigned long long)moe_layer_steps,
                 (unsigned long long)unpinned.refetched, (unsigned long long)unpinned.unreported);
+  if (iod_cpu >= 0)
+    std::printf("  experts handed out while iod checked their record: %llu (checks that then failed: %llu)\n",
+                (unsigned long long)unpinned.unchecked, (unsigned long long)unpinned.failed_after);
   if (e.model().lookahead() > 0)
     std::printf("  lookahead %d per token: recall %.1f%% of the routed experts, precision %.1f%% of the guesses\n",
                 e.model().lookahead(), 100 * la.recall(), 100 * la.precision());

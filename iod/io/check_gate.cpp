@@ -1,0 +1,56 @@
+#include "iod/io/check_gate.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "shared/util/error.h"
+
+namespace waste::iod {
+
+CheckGate::CheckGate(const std::string& fifo) : path_(fifo) {
+  // O_RDWR: the open never waits for a writer, and what the test wrote before stays readable.
+  fd_ = ::open(fifo.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) throw Error("WASTE_IOD_TEST_CHECK_GATE: cannot open " + fifo + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(fd_);
+    throw Error("WASTE_IOD_TEST_CHECK_GATE: " + fifo + " is not a FIFO of this user");
+  }
+}
+
+CheckGate::~CheckGate() { ::close(fd_); }
+
+void CheckGate::pass() {
+  if (open_) return;
+  const auto deadline = std::chrono::steady_clock::now() + kHoldLimit;
+  for (;;) {
+    char c = 0;
+    const ssize_t n = ::read(fd_, &c, 1);
+    if (n == 1) {
+      if (c == 'o') open_ = true;
+      if (c == 'o' || c == 'c') return;
+      continue;  // any other byte is not a word of the gate
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      spdlog::warn("iod: test hook: check gate {}: {}; checks no longer wait", path_, std::strerror(errno));
+      open_ = true;
+      return;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      spdlog::warn("iod: test hook: check gate {} held a check {} s; it runs", path_, kHoldLimit.count());
+      return;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    ::poll(&p, 1, int(left.count()));
+  }
+}
+
+}  // namespace waste::iod
