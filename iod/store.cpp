@@ -269,6 +269,8 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
     // fast path of record_checksum; check_record has validated payload_bytes against the layout).
     why = check_record(job.dst, l->layout, job.layer, job.expert, false);
     const auto* h = reinterpret_cast<const RecordHeader*>(job.dst);
+    // (Never for an abandoned read, whose slot the kernel may still write: such a read completes
+    // with an error today, and this guard keeps it from ever being published as landed.)
     if (why.empty() && options_.verify_checksums && !job.abandoned) {
       // CHECKING first: the bytes are in and stay as they are (the slot is still io_busy, so
       // never a victim), and compute may run its kernels on them while the checksum runs here,
@@ -398,6 +400,7 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
       start_read(a.slot, key, true, false, {});
     } else if (a.hit) {
       count_hit_locked(pos, a.slot, key);
+      // Joined: a read still in flight (CHECKING is a hit on a record already read).
       if (ipc::state_of(w) == SlotState::Loading) {
         ++joined_;
         queue_.promote(a.slot, ipc::generation_of(w));  // a prefetch in the queue now leaves as demand

@@ -100,7 +100,7 @@ ExpertView IodExperts::view_of(int layer, int expert, ipc::SlotHandle h) {
   return expert_view(client_->slot_data(h.slot), layer_info(layer).layout, codebooks(layer));
 }
 
-const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, ipc::ExpertStoreClient::Until until) {
+const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, int expert, ipc::ExpertStoreClient::Until until) {
   const auto started = std::chrono::steady_clock::now();
   for (;;) {
     try {
@@ -110,7 +110,7 @@ const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, ipc::ExpertStoreClient:
       // (drop_failed); anything else (a stale handle) is final.
       const ipc::SlotState s = client_->state(h);
       if (s == ipc::SlotState::Failed) return nullptr;
-      if (s != ipc::SlotState::Loading && s != ipc::SlotState::Checking) throw;
+      if (!ipc::in_progress(s)) throw;
     }
     // Still loading after liveness_ms: is iod alive? The ping throws naming the socket if not
     // (within call_timeout_ms: a stopped daemon does not answer at all).
@@ -126,7 +126,8 @@ const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, ipc::ExpertStoreClient:
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     if (call_timeout_ms_ > 0 && waited.count() > call_timeout_ms_) {
       const bool checking = client_->state(h) == ipc::SlotState::Checking;
-      throw Error("iod " + socket_ + ": slot " + std::to_string(h.slot) + (checking ? " still checking" : " still loading") +
+      throw Error("iod " + socket_ + ": slot " + std::to_string(h.slot) + " (layer " + std::to_string(layer_) +
+                      " expert " + std::to_string(expert) + ")" + (checking ? " still checking" : " still loading") +
                       " after " + std::to_string(waited.count()) + " ms (iod answers; " +
                       (checking ? "is its checking thread stuck?)" : "is its disk stuck?)"),
                   ErrorKind::Unavailable, "iod");
@@ -438,17 +439,28 @@ void IodExperts::settle_in_use() {
   // turns READY: wait for that here, before anything is released (a wait that throws leaves
   // in_use_ whole for end_layer to release once). A check that failed drops what the model made
   // of it: ExpertUnavailable, thrown by the caller before it hands anything out.
-  for (const Fetched& done : in_use_) {
-    if (!done.unchecked || client_->state(done.handle) == ipc::SlotState::Ready) continue;
+  // Each is settled once: a wait that throws leaves the rest unchecked for a retry.
+  for (Fetched& done : in_use_) {
+    if (!done.unchecked) continue;
     const int expert = experts_[done.index];
-    timeline::Span span("check_wait", "compute", layer_, expert);
-    if (wait_alive(done.handle)) continue;
-    std::string why = "iod: layer " + std::to_string(layer_) + " expert " + std::to_string(expert) + " failed";
-    try {
-      client_->wait(done.handle, 0);
-    } catch (const Error& e) {
-      why = e.what();
+    std::string why;
+    if (client_->state(done.handle) != ipc::SlotState::Ready) {
+      timeline::Span span("check_wait", "compute", layer_, expert);
+      try {
+        if (!wait_alive(done.handle, expert)) {
+          why = "iod: layer " + std::to_string(layer_) + " expert " + std::to_string(expert) + " failed";
+          client_->wait(done.handle, 0);  // throws iod's reason
+        }
+      } catch (const Error& e) {
+        // A pinned slot leaves CHECKING only for READY or FAILED, and a FAILED one may be read
+        // again (a new generation) on any connection's next demand: stale means it failed.
+        // Anything else (iod gone, the deadline) is the step's failure.
+        if (why.empty() && client_->state(done.handle) != ipc::SlotState::Free) throw;
+        why = e.what();
+      }
     }
+    done.unchecked = false;
+    if (why.empty()) continue;
     lost_.push_back({expert, why});
     ++failed_after_handout_;
   }
@@ -510,7 +522,7 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
 
   // Completion order: the first slot whose bytes are in (READY, or CHECKING: see settle_in_use);
   // else wait on the oldest outstanding one.
-  const auto landed = [](ipc::SlotState s) { return s == ipc::SlotState::Ready || s == ipc::SlotState::Checking; };
+  using ipc::landed;
   size_t pick = 0;
   for (size_t i = 0; i < window_.size(); ++i) {
     const ipc::SlotState s = client_->state(window_[i].handle);
@@ -521,8 +533,11 @@ size_t IodExperts::next_ready_group(std::span<Ready> out) {
     if (s == ipc::SlotState::Failed) drop_failed(i);                   // throws ExpertUnavailable
     if (s != ipc::SlotState::Loading) client_->wait(window_[i].handle, 0);  // stale: throws the reason
   }
-  if (!landed(client_->state(window_[pick].handle))) wait_alive(window_[pick].handle, ipc::ExpertStoreClient::Until::Landed);
-  // Pinned, so the word only moves on: LOADING -> CHECKING -> READY or FAILED.
+  if (!landed(client_->state(window_[pick].handle)))
+    wait_alive(window_[pick].handle, experts_[window_[pick].index], ipc::ExpertStoreClient::Until::Landed);
+  // Pinned, so from LOADING the word moves on to CHECKING, READY or FAILED (only a FAILED slot
+  // may then be read again, under a new generation: stale, thrown by wait(0) in the loop above
+  // on the next call).
   const ipc::SlotState picked = client_->state(window_[pick].handle);
   if (picked == ipc::SlotState::Failed) drop_failed(pick);
   window_[pick].unchecked = picked != ipc::SlotState::Ready;

@@ -1,8 +1,11 @@
 // Routed experts from a running iod (DESIGN.md 2, 6): per MoE layer one `fetch` of all the
 // layer's experts (the previous layer's pins released on the same call; sent by fetch_layer,
 // its answer taken by the first next_ready, so the caller computes meanwhile), then each expert is
-// handed to the model as soon as its slot turns READY, in completion order, as a view straight
-// into the read-only shared segment (no copy). Lookahead hints go out as `prefetch`, without
+// handed to the model as soon as its record's bytes are in (READY, or CHECKING while iod verifies
+// its checksum: docs/PROTOCOL.md), in completion order, as a view straight into the read-only
+// shared segment (no copy). One handed out CHECKING is confirmed at the model's next call, which
+// waits for READY and throws ExpertUnavailable for it if its check failed: the kernels run beside
+// the check, and nothing made of unverified bytes outlives that call. Lookahead hints go out as `prefetch`, without
 // waiting for the reply (ExpertStoreClient::prefetch_async: at most kDefaultHintCapacity
 // unanswered, the rest dropped and counted in hint_stats()), naming only the experts not known to
 // be READY already: with everything cached a hint would cost iod a message for nothing, and
@@ -36,7 +39,8 @@
 // Nothing waits on iod without a deadline: every RPC is bounded by call_timeout_ms
 // (ExpertStoreClient), and a slot wait pings iod every `liveness_ms`, so a daemon that went
 // away or stopped answering is an Error naming the socket within call_timeout_ms; a slot that
-// stays LOADING longer than call_timeout_ms while iod answers (a stuck disk) is one too.
+// stays LOADING or CHECKING longer than call_timeout_ms while iod answers (a stuck disk or
+// checker) is one too.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -67,9 +71,9 @@ class IodExperts : public ExpertSource {
   void fetch_layer(int layer, std::span<const int> experts) override;
   int next_ready(ExpertView& view) override;
   // Several at once (the model applies them on several threads): pinned, the first as
-  // next_ready gives it (waiting if none is READY), then every other READY one; unpinned, as
-  // many as are still READY, in order. All are settled (released, or checked intact) on the
-  // next call.
+  // next_ready gives it (waiting if none has landed: READY or CHECKING), then every other one
+  // landed; unpinned, as many as are still READY, in order. All are settled on the next call:
+  // released (a CHECKING one once READY, or thrown as lost), or checked intact.
   size_t next_ready_group(std::span<Ready> out) override;
   void end_layer() override;
 
@@ -127,7 +131,9 @@ class IodExperts : public ExpertSource {
   // A synchronous fetch of layer_'s `ids` (retrying while overloaded), one handle per id.
   std::vector<ipc::SlotHandle> fetch_now(std::span<const uint32_t> ids);
   // Waits for the slot to turn READY (or, Until::Landed, CHECKING); nullptr when it turned FAILED.
-  const uint8_t* wait_alive(ipc::SlotHandle h, ipc::ExpertStoreClient::Until until = ipc::ExpertStoreClient::Until::Ready);
+  // Errors name the socket, the slot and layer_'s `expert`.
+  const uint8_t* wait_alive(ipc::SlotHandle h, int expert,
+                            ipc::ExpertStoreClient::Until until = ipc::ExpertStoreClient::Until::Ready);
   // Drops window_[i] (its slot FAILED) and throws ExpertUnavailable with iod's reason.
   [[noreturn]] void drop_failed(size_t i);
   bool alive();  // one stats RPC: false when the connection is gone

@@ -163,7 +163,9 @@ void apply_experts(const ModelConfig& c, int layer, ExpertSource& experts, const
       k = experts.next_ready_group(std::span<ExpertSource::Ready>(ws.ready.data(), group));
     } catch (const ExpertUnavailable& lost) {
       // Only the rows routed to this expert are at fault: they get no contribution from it
-      // and are reported; every other row of the batch comes out exact.
+      // and are reported; every other row of the batch comes out exact. The expert may have
+      // been applied already (handed out before its record's check failed): its rows are
+      // zeroed all the same, so nothing made of those bytes reaches the sum.
       if (!faults || lost.layer != layer) throw;
       const auto at = std::lower_bound(g.ids.begin(), g.ids.end(), lost.expert);
       if (at == g.ids.end() || *at != lost.expert) throw;

@@ -28,6 +28,7 @@ CheckGate::CheckGate(const std::string& fifo) : path_(fifo) {
 CheckGate::~CheckGate() { ::close(fd_); }
 
 void CheckGate::pass() {
+  std::lock_guard lock(mu_);
   if (open_) return;
   const auto deadline = std::chrono::steady_clock::now() + kHoldLimit;
   for (;;) {
@@ -35,7 +36,7 @@ void CheckGate::pass() {
     const ssize_t n = ::read(fd_, &c, 1);
     if (n == 1) {
       if (c == 'o') open_ = true;
-      if (c == 'o' || c == 'c') return;
+      if (c == 'o' || c == 'l') return;
       continue;  // any other byte is not a word of the gate
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -45,7 +46,8 @@ void CheckGate::pass() {
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      spdlog::warn("iod: test hook: check gate {} held a check {} s; it runs", path_, kHoldLimit.count());
+      spdlog::warn("iod: test hook: check gate {} held a check {} s; it opens for good", path_, kHoldLimit.count());
+      open_ = true;
       return;
     }
     pollfd p{fd_, POLLIN, 0};

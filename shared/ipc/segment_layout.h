@@ -37,6 +37,10 @@ constexpr uint64_t kMaxSlotBytes = 1ull << 32;
 // (docs/PROTOCOL.md): the bytes no longer change, but nothing made of them may be used before
 // READY. A reader that only wants verified records treats it as LOADING.
 enum class SlotState : uint32_t { Free = 0, Loading = 1, Ready = 2, Failed = 3, Checking = 4 };
+// iod is still at work on the slot's record: reading it, or verifying what it read.
+constexpr bool in_progress(SlotState s) { return s == SlotState::Loading || s == SlotState::Checking; }
+// The record's bytes are in and no longer change (verified or not yet).
+constexpr bool landed(SlotState s) { return s == SlotState::Ready || s == SlotState::Checking; }
 
 constexpr uint64_t make_state_word(SlotState s, uint64_t generation) { return (generation << 8) | uint64_t(s); }
 constexpr SlotState state_of(uint64_t word) { return SlotState(word & 0xFF); }

@@ -58,7 +58,7 @@ class StepGateFifo : public GateFifo {
 class CheckGateFifo : public GateFifo {
  public:
   CheckGateFifo() : GateFifo("WASTE_IOD_TEST_CHECK_GATE", "check-gate") {}
-  void let(int n = 1) { send(std::string(size_t(n), 'c')); }
+  void let(int n = 1) { send(std::string(size_t(n), 'l')); }
   void open() { send("o"); }
 };
 

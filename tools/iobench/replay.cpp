@@ -185,7 +185,8 @@ ReplayRound replay_round(ipc::ExpertStoreClient& client, const Container& c, con
       loading.clear();
       uint32_t step_reads = 0;
       for (uint32_t j = 0; j < handles.size(); ++j) {
-        if (client.state(handles[j]) == ipc::SlotState::Loading) loading.push_back(j);
+        // In progress until verified: wait() below returns at READY, through the check.
+        if (ipc::in_progress(client.state(handles[j]))) loading.push_back(j);
         if (seen.changed(i, ex[j], handles[j])) {
           ++step_reads;
           note_reuse(ages.note_read({i, ex[j]}), r.reuse_gb, r.first_reads);
@@ -202,7 +203,7 @@ ReplayRound replay_round(ipc::ExpertStoreClient& client, const Container& c, con
           r.depth_area += double(depth) * std::chrono::duration<double>(now - prev).count();
           prev = now;
           depth = 0;
-          for (uint32_t k : loading) depth += client.state(handles[k]) == ipc::SlotState::Loading;
+          for (uint32_t k : loading) depth += ipc::in_progress(client.state(handles[k]));
         }
         r.busy_seconds += std::chrono::duration<double>(prev - issued).count();
       }

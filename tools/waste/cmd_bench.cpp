@@ -36,18 +36,18 @@ double iod_cpu_seconds(Engine& e) {
 // unpinned, experts fetched again after a torn read, uses never reported to iod (it did not
 // answer), experts handed out while iod still checked their record and those whose check then
 // failed; zeros otherwise.
-struct UnpinnedCounts {
+struct IodCounts {
   uint64_t layers = 0, refetched = 0, unreported = 0, unchecked = 0, failed_after = 0;
-  UnpinnedCounts since(const UnpinnedCounts& a) const {
+  IodCounts since(const IodCounts& a) const {
     return {layers - a.layers, refetched - a.refetched, unreported - a.unreported, unchecked - a.unchecked,
             failed_after - a.failed_after};
   }
 };
-UnpinnedCounts unpinned_counts(Engine& e) {
+IodCounts iod_counts(Engine& e) {
   auto* iod = dynamic_cast<IodExperts*>(&e.experts());
-  return iod ? UnpinnedCounts{iod->unpinned_layers(), iod->unpinned_refetched(), iod->uses_dropped(),
+  return iod ? IodCounts{iod->unpinned_layers(), iod->unpinned_refetched(), iod->uses_dropped(),
                               iod->handed_unchecked(), iod->failed_after_handout()}
-             : UnpinnedCounts{};
+             : IodCounts{};
 }
 
 void run_bench(const BenchOptions& o) {
@@ -82,7 +82,7 @@ void run_bench(const BenchOptions& o) {
   e.model().set_profile(&phases);
   const ExpertSourceStats before = e.experts().stats();
   const double iod_cpu0 = iod_cpu_seconds(e);
-  const UnpinnedCounts unpinned0 = unpinned_counts(e);
+  const IodCounts unpinned0 = iod_counts(e);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = o.prefill + o.warmup; i < o.prefill + o.warmup + o.tokens; ++i)
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
@@ -92,7 +92,7 @@ void run_bench(const BenchOptions& o) {
   const double iod_cpu = iod_cpu0 < 0 ? -1.0 : iod_cpu_seconds(e) - iod_cpu0;  // over the timed decode
   const ExpertSourceStats decode = stats::minus(after, before);
   const uint64_t moe_layer_steps = uint64_t(e.container().expert_layers().size()) * uint64_t(o.tokens);
-  const UnpinnedCounts unpinned = unpinned_counts(e).since(unpinned0);
+  const IodCounts unpinned = iod_counts(e).since(unpinned0);
   const uint64_t hits = decode.hits, misses = decode.misses, bytes = decode.bytes_read;
   const uint64_t pf_issued = decode.prefetch_issued, pf_used = decode.prefetch_used, pf_wasted = decode.prefetch_wasted;
   // A wasted prefetch read one whole record; the bytes are at most the largest record's stride

@@ -46,7 +46,7 @@ uint64_t settle(const Store& st, ipc::SlotHandle h) {
   for (int i = 0; i < 1000; ++i) {
     uint64_t w = e.word.load(std::memory_order_acquire);
     REQUIRE_EQ(ipc::generation_of(w), h.generation);
-    if (ipc::state_of(w) != ipc::SlotState::Loading && ipc::state_of(w) != ipc::SlotState::Checking) return w;
+    if (!ipc::in_progress(ipc::state_of(w))) return w;
     ipc::futex_wait_word(e.word, w, 10'000'000);  // 10 ms per round, 10 s in all
   }
   FAIL("slot " << h.slot << " still loading after 10 s");

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -230,21 +231,41 @@ TEST_CASE("forward_batch: an expert source that fails mid-pass is an Error, and 
 
 TEST_CASE("forward_batch: an expert that cannot be had fails only the sessions routed to it; the others are exact") {
   // Records which (layer, expert) each forward asks for; refuses one of them when told to, as
-  // a damaged record would (ExpertUnavailable, the batch goes on).
+  // a damaged record would (ExpertUnavailable, the batch goes on). `late`: as iod's source does
+  // when a record's check fails after it was handed out (CHECKING), the lost expert is handed
+  // out first, with another expert's bytes, and the refusal comes at the next call.
   class LossyExperts : public ExpertSource {
    public:
     explicit LossyExperts(ExpertSource& inner) : inner_(inner) {}
     ExpertView expert(int layer, int expert) override {
       used.insert({layer, expert});
-      if (layer == lost.first && expert == lost.second)
-        throw ExpertUnavailable(layer, expert, "layer " + std::to_string(layer) + " expert " + std::to_string(expert) + " is damaged (test)");
+      if (layer == lost.first && expert == lost.second) {
+        ExpertUnavailable e(layer, expert, "layer " + std::to_string(layer) + " expert " + std::to_string(expert) + " is damaged (test)");
+        if (!late) throw e;
+        pending_ = e;
+        return inner_.expert(layer, expert == 0 ? 1 : 0);  // what the model makes of it must not count
+      }
       return inner_.expert(layer, expert);
+    }
+    int next_ready(ExpertView& view) override {
+      if (pending_) {
+        const ExpertUnavailable e = *pending_;
+        pending_.reset();
+        throw e;
+      }
+      return ExpertSource::next_ready(view);
+    }
+    void end_layer() override {
+      pending_.reset();
+      ExpertSource::end_layer();
     }
     std::set<std::pair<int, int>> used;
     std::pair<int, int> lost{-1, -1};
+    bool late = false;
 
    private:
     ExpertSource& inner_;
+    std::optional<ExpertUnavailable> pending_;
   };
   for (const std::string name : {"kimi-linear", "kimi-k3", "deepseek-v3"}) {
     CAPTURE(name);
@@ -277,16 +298,20 @@ TEST_CASE("forward_batch: an expert that cannot be had fails only the sessions r
     experts.lost = only_a;
     const std::string want = "layer " + std::to_string(only_a.first) + " expert " + std::to_string(only_a.second);
 
-    Session a = model.new_session(4), b = model.new_session(4);
-    std::vector<float> l1(static_cast<size_t>(V)), l2(static_cast<size_t>(V));
-    const BatchItem items[] = {{&a, {&ta, 1}, l1.data()}, {&b, {&tb, 1}, l2.data()}};
-    const std::vector<std::string> failed = model.forward_batch(items);
-    REQUIRE(failed.size() == 2);
-    CHECK_MESSAGE(failed[0].find(want) != std::string::npos, failed[0]);
-    CHECK_MESSAGE(failed[1].empty(), failed[1]);
-    CHECK(same_bits(l2.data(), lb.data(), V));  // the innocent session is bit-exact
-    // Alone, the faulted session's forward throws the named error.
-    Session again = model.new_session(4);
-    CHECK_THROWS_WITH_AS(model.forward(again, {&ta, 1}, l1.data()), doctest::Contains(want.c_str()), ExpertUnavailable);
+    for (const bool late : {false, true}) {
+      CAPTURE(late);
+      experts.late = late;
+      Session a = model.new_session(4), b = model.new_session(4);
+      std::vector<float> l1(static_cast<size_t>(V)), l2(static_cast<size_t>(V));
+      const BatchItem items[] = {{&a, {&ta, 1}, l1.data()}, {&b, {&tb, 1}, l2.data()}};
+      const std::vector<std::string> failed = model.forward_batch(items);
+      REQUIRE(failed.size() == 2);
+      CHECK_MESSAGE(failed[0].find(want) != std::string::npos, failed[0]);
+      CHECK_MESSAGE(failed[1].empty(), failed[1]);
+      CHECK(same_bits(l2.data(), lb.data(), V));  // the innocent session is bit-exact
+      // Alone, the faulted session's forward throws the named error.
+      Session again = model.new_session(4);
+      CHECK_THROWS_WITH_AS(model.forward(again, {&ta, 1}, l1.data()), doctest::Contains(want.c_str()), ExpertUnavailable);
+    }
   }
 }
