@@ -1,9 +1,7 @@
 #include "compute/server/step_gate.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,17 +10,12 @@
 #include <spdlog/spdlog.h>
 
 #include "shared/util/error.h"
+#include "shared/util/file.h"
 
 namespace waste::server {
 
 StepGate::StepGate(const std::string& fifo, std::function<void()> changed) : changed_(std::move(changed)) {
-  fd_ = ::open(fifo.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd_ < 0) throw Error("WASTE_COMPUTE_TEST_STEP_GATE: cannot open " + fifo + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_uid != ::geteuid()) {
-    ::close(fd_);
-    throw Error("WASTE_COMPUTE_TEST_STEP_GATE: " + fifo + " is not a FIFO of this user");
-  }
+  fd_ = open_own_fifo(fifo, "WASTE_COMPUTE_TEST_STEP_GATE");
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     ::close(fd_);

@@ -1,8 +1,6 @@
 #include "iod/io/check_gate.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,19 +8,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "shared/util/error.h"
+#include "shared/util/file.h"
 
 namespace waste::iod {
 
 CheckGate::CheckGate(const std::string& fifo) : path_(fifo) {
-  // O_RDWR: the open never waits for a writer, and what the test wrote before stays readable.
-  fd_ = ::open(fifo.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd_ < 0) throw Error("WASTE_IOD_TEST_CHECK_GATE: cannot open " + fifo + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_uid != ::geteuid()) {
-    ::close(fd_);
-    throw Error("WASTE_IOD_TEST_CHECK_GATE: " + fifo + " is not a FIFO of this user");
-  }
+  fd_ = open_own_fifo(fifo, "WASTE_IOD_TEST_CHECK_GATE");
 }
 
 CheckGate::~CheckGate() { ::close(fd_); }

@@ -154,4 +154,15 @@ bool path_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+int open_own_fifo(const std::string& path, const std::string& who) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error(who + ": cannot open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(fd);
+    throw Error(who + ": " + path + " is not a FIFO of this user");
+  }
+  return fd;
+}
+
 }  // namespace waste

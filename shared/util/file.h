@@ -41,5 +41,9 @@ std::string read_file_text(const std::string& path, uint64_t max_bytes);
 // Writes to path.tmp, fsyncs and renames, so a crash never leaves a half-written file.
 void write_file_atomic(const std::string& path, const void* data, size_t n);
 bool path_exists(const std::string& path);
+// Opens a FIFO this user owns for reading without blocking (O_RDWR | O_NONBLOCK, never through a
+// symlink): the test hooks' gates. O_RDWR, so the open never waits for a writer and what was
+// written before it stays readable. Throws Error naming `who` (the hook) and the path.
+int open_own_fifo(const std::string& path, const std::string& who);
 
 }  // namespace waste
