@@ -185,7 +185,7 @@ int run_daemon(const DaemonOptions& o) {
   std::unique_ptr<CheckGate> check_gate;  // outlives the store, whose checker thread calls it
   if (const char* v = std::getenv("WASTE_IOD_TEST_CHECK_GATE"); v && *v) {
     check_gate = std::make_unique<CheckGate>(v);
-    so.before_payload_check = [g = check_gate.get()](const ReadJob&) { g->pass(); };
+    so.before_payload_check = [g = check_gate.get()] { g->pass(); };
     spdlog::warn("iod: test hook: each record's checksum waits for the FIFO {}", v);
   }
   Store store(container, ipc::segment_name(instance, container.container_id()), instance, so);

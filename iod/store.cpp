@@ -279,7 +279,7 @@ void Store::on_read_done(const ReadJob& job, int64_t result, uint64_t latency_ns
       ipc::SlotEntry& e = segment_.entry(job.slot);
       e.word.store(ipc::make_state_word(SlotState::Checking, job.generation), std::memory_order_release);
       ipc::futex_wake_word(e.word);
-      if (options_.before_payload_check) options_.before_payload_check(job);
+      if (options_.before_payload_check) options_.before_payload_check();
       if (record_checksum(job.dst + kRecordHeaderBytes, h->payload_bytes) != h->checksum)
         why = who + "payload checksum mismatch (damaged record)";
     }

@@ -47,7 +47,7 @@ struct StoreOptions {
   ReadFaults read_faults;     // test hook (WASTE_IOD_TEST_EIO): records that read back as EIO
   // Test hook (WASTE_IOD_TEST_CHECK_GATE): runs with the record published CHECKING, before its
   // payload checksum, on the thread that checks; a test holds records there.
-  std::function<void(const ReadJob&)> before_payload_check;
+  std::function<void()> before_payload_check;
 };
 
 // What stats() reports: one definition (shared/stats/store_stats.h) for iod and its clients.

@@ -443,25 +443,22 @@ void IodExperts::settle_in_use() {
   for (Fetched& done : in_use_) {
     if (!done.unchecked) continue;
     const int expert = experts_[done.index];
-    std::string why;
+    bool failed = false;
     if (client_->state(done.handle) != ipc::SlotState::Ready) {
       timeline::Span span("check_wait", "compute", layer_, expert);
       try {
-        if (!wait_alive(done.handle, expert)) {
-          why = "iod: layer " + std::to_string(layer_) + " expert " + std::to_string(expert) + " failed";
-          client_->wait(done.handle, 0);  // throws iod's reason
-        }
-      } catch (const Error& e) {
+        failed = !wait_alive(done.handle, expert);
+      } catch (const Error&) {
         // A pinned slot leaves CHECKING only for READY or FAILED, and a FAILED one may be read
         // again (a new generation) on any connection's next demand: stale means it failed.
         // Anything else (iod gone, the deadline) is the step's failure.
-        if (why.empty() && client_->state(done.handle) != ipc::SlotState::Free) throw;
-        why = e.what();
+        if (client_->state(done.handle) != ipc::SlotState::Free) throw;
+        failed = true;
       }
     }
     done.unchecked = false;
-    if (why.empty()) continue;
-    lost_.push_back({expert, why});
+    if (!failed) continue;
+    lost_.push_back({expert, failure_reason(expert, done.handle)});
     ++failed_after_handout_;
   }
   torn_.clear();
@@ -585,13 +582,16 @@ void IodExperts::drop_failed(size_t i) {
   const Fetched f = window_[i];
   window_.erase(window_.begin() + ptrdiff_t(i));
   to_release_.push_back(f.handle);
-  std::string why = "iod: layer " + std::to_string(layer_) + " expert " + std::to_string(experts_[f.index]) + " failed";
+  throw ExpertUnavailable(layer_, experts_[f.index], failure_reason(experts_[f.index], f.handle));
+}
+
+std::string IodExperts::failure_reason(int expert, ipc::SlotHandle h) const {
   try {
-    client_->wait(f.handle, 0);
+    client_->wait(h, 0);  // FAILED: throws with the reason iod wrote; stale: says so
   } catch (const Error& e) {
-    why = e.what();
+    return e.what();
   }
-  throw ExpertUnavailable(layer_, experts_[f.index], why);
+  return "iod: layer " + std::to_string(layer_) + " expert " + std::to_string(expert) + " failed";
 }
 
 void IodExperts::end_layer() {

@@ -136,6 +136,8 @@ class IodExperts : public ExpertSource {
                             ipc::ExpertStoreClient::Until until = ipc::ExpertStoreClient::Until::Ready);
   // Drops window_[i] (its slot FAILED) and throws ExpertUnavailable with iod's reason.
   [[noreturn]] void drop_failed(size_t i);
+  // Why h's slot (layer_'s `expert`) failed, as iod wrote it (or that the handle went stale).
+  std::string failure_reason(int expert, ipc::SlotHandle h) const;
   bool alive();  // one stats RPC: false when the connection is gone
 
   const Container& container_;

@@ -28,7 +28,9 @@ void CheckGate::pass() {
     if (n == 1) {
       if (c == 'o') open_ = true;
       if (c == 'o' || c == 'l') return;
-      continue;  // any other byte is not a word of the gate
+      spdlog::warn("iod: test hook: check gate {}: byte {:#04x} is not a word of the gate ('l' or 'o'); ignored",
+                   path_, static_cast<unsigned char>(c));
+      continue;
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       spdlog::warn("iod: test hook: check gate {}: {}; checks no longer wait", path_, std::strerror(errno));

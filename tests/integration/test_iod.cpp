@@ -517,7 +517,6 @@ TEST_CASE("IodExperts: a record is handed out while iod checks it; its use waits
   // (the model drops what it made of it) before handing anything out, and the batch goes on.
   // (The usual deadline from here: nothing below waits on a held check.)
   IodExperts src2(c, iod.socket_path());
-  src.end_layer();
   src2.fetch_layer(layer, std::vector<int>{bad, good});
   // Until the damaged one (index 0) is handed out, CHECKING; the good one is a hit, READY, and
   // may come first.

@@ -82,7 +82,7 @@ void run_bench(const BenchOptions& o) {
   e.model().set_profile(&phases);
   const ExpertSourceStats before = e.experts().stats();
   const double iod_cpu0 = iod_cpu_seconds(e);
-  const IodCounts unpinned0 = iod_counts(e);
+  const IodCounts counts0 = iod_counts(e);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = o.prefill + o.warmup; i < o.prefill + o.warmup + o.tokens; ++i)
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
@@ -92,7 +92,7 @@ void run_bench(const BenchOptions& o) {
   const double iod_cpu = iod_cpu0 < 0 ? -1.0 : iod_cpu_seconds(e) - iod_cpu0;  // over the timed decode
   const ExpertSourceStats decode = stats::minus(after, before);
   const uint64_t moe_layer_steps = uint64_t(e.container().expert_layers().size()) * uint64_t(o.tokens);
-  const IodCounts unpinned = iod_counts(e).since(unpinned0);
+  const IodCounts counts = iod_counts(e).since(counts0);
   const uint64_t hits = decode.hits, misses = decode.misses, bytes = decode.bytes_read;
   const uint64_t pf_issued = decode.prefetch_issued, pf_used = decode.prefetch_used, pf_wasted = decode.prefetch_wasted;
   // A wasted prefetch read one whole record; the bytes are at most the largest record's stride
@@ -121,11 +121,11 @@ void run_bench(const BenchOptions& o) {
     stats::to_json(j, decode);
     if (iod_cpu >= 0) {
       j["iod_cpu_seconds"] = iod_cpu;
-      j["unpinned"] = {{"layers", unpinned.layers},
+      j["unpinned"] = {{"layers", counts.layers},
                        {"of_layers", moe_layer_steps},
-                       {"refetched", unpinned.refetched},
-                       {"unreported_uses", unpinned.unreported}};
-      j["checking"] = {{"handed_out", unpinned.unchecked}, {"failed", unpinned.failed_after}};
+                       {"refetched", counts.refetched},
+                       {"unreported_uses", counts.unreported}};
+      j["checking"] = {{"handed_out", counts.unchecked}, {"failed", counts.failed_after}};
     }
     for (const auto& [name, t] : rows) j["ms_per_token"][name] = t * per;
     j["prefetch"]["wasted_mb_per_token_at_most"] = wasted_mb_per_token;
@@ -164,11 +164,11 @@ void run_bench(const BenchOptions& o) {
   if (iod_cpu >= 0)
     std::printf("  unpinned reads: %llu of %llu MoE layers, %llu experts fetched again after a torn read, %llu uses "
                 "never reported to iod\n",
-                (unsigned long long)unpinned.layers, (unsigned long long)moe_layer_steps,
-                (unsigned long long)unpinned.refetched, (unsigned long long)unpinned.unreported);
+                (unsigned long long)counts.layers, (unsigned long long)moe_layer_steps,
+                (unsigned long long)counts.refetched, (unsigned long long)counts.unreported);
   if (iod_cpu >= 0)
     std::printf("  experts handed out while iod checked their record: %llu (checks that then failed: %llu)\n",
-                (unsigned long long)unpinned.unchecked, (unsigned long long)unpinned.failed_after);
+                (unsigned long long)counts.unchecked, (unsigned long long)counts.failed_after);
   if (e.model().lookahead() > 0)
     std::printf("  lookahead %d per token: recall %.1f%% of the routed experts, precision %.1f%% of the guesses\n",
                 e.model().lookahead(), 100 * la.recall(), 100 * la.precision());
