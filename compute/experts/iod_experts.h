@@ -5,11 +5,11 @@
 // its checksum: docs/PROTOCOL.md), in completion order, as a view straight into the read-only
 // shared segment (no copy). One handed out CHECKING is confirmed at the model's next call, which
 // waits for READY and throws ExpertUnavailable for it if its check failed: the kernels run beside
-// the check, and nothing made of unverified bytes outlives that call. Lookahead hints go out as `prefetch`, without
-// waiting for the reply (ExpertStoreClient::prefetch_async: at most kDefaultHintCapacity
-// unanswered, the rest dropped and counted in hint_stats()), naming only the experts not known to
-// be READY already: with everything cached a hint would cost iod a message for nothing, and
-// then the layer's pins ride on the next fetch instead (hints_skipped()).
+// the check, and nothing made of unverified bytes outlives that call. Lookahead hints go out as
+// `prefetch`, without waiting for the reply (ExpertStoreClient::prefetch_async: at most
+// kDefaultHintCapacity unanswered, the rest dropped and counted in hint_stats()), naming only the
+// experts not known to be READY already: with everything cached a hint would cost iod a message
+// for nothing, and then the layer's pins ride on the next fetch instead (hints_skipped()).
 //
 // A layer needing more experts than the cache has slots (a big prefill chunk on a small
 // budget) goes through a sliding window of at most slot_count() pinned experts: each expert's

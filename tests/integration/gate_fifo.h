@@ -1,7 +1,7 @@
 // The test's end of a process's test gate: a FIFO in a temporary directory, named to the process
 // in an environment variable, through which the test lets the process go on a word at a time.
-//   StepGateFifo: compute's forward steps (compute/server/step_gate.h, WASTE_COMPUTE_TEST_STEP_GATE):
-//     step(n) lets n more run, open() lets all run, close() none.
+//   StepGateFifo: compute's forward steps (compute/server/step_gate.h,
+//     WASTE_COMPUTE_TEST_STEP_GATE): step(n) lets n more run, open() lets all run, close() none.
 //   CheckGateFifo: iod's record checks (iod/io/check_gate.h, WASTE_IOD_TEST_CHECK_GATE): each
 //     record waits in CHECKING; let(n) lets n more checks run, open() lets all run.
 #pragma once
