@@ -100,8 +100,8 @@ ExpertView IodExperts::view_of(int layer, int expert, ipc::SlotHandle h) {
   return expert_view(client_->slot_data(h.slot), layer_info(layer).layout, codebooks(layer));
 }
 
-const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, int expert, ipc::ExpertStoreClient::Until until) {
-  const auto started = std::chrono::steady_clock::now();
+const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, int expert, ipc::ExpertStoreClient::Until until,
+                                      std::chrono::steady_clock::time_point started) {
   for (;;) {
     try {
       return client_->wait(h, int64_t(liveness_ms_) * 1'000'000, until);
@@ -309,30 +309,6 @@ void IodExperts::pin_the_rest(std::span<const size_t> torn) {
   unpinned_refetched_ += index.size();
 }
 
-void IodExperts::PendingUses::add(uint32_t layer, uint32_t expert) {
-  if (!open_ || entries_[live_ - 1].layer != layer) {
-    if (live_ == 0) first_added_ = Clock::now();
-    if (live_ == entries_.size()) entries_.emplace_back();
-    entries_[live_].layer = layer;
-    entries_[live_].experts.clear();  // keeps its capacity
-    ++live_;
-    open_ = true;
-  }
-  entries_[live_ - 1].experts.push_back(expert);
-}
-
-std::vector<uint32_t> IodExperts::PendingUses::take_layer(uint32_t layer) {
-  if (!open_ || entries_[live_ - 1].layer != layer) return {};
-  open_ = false;
-  return entries_[--live_].experts;
-}
-
-size_t IodExperts::PendingUses::experts() const {
-  size_t n = 0;
-  for (const ipc::LayerUse& u : entries()) n += u.experts.size();
-  return n;
-}
-
 void IodExperts::record_use(int expert) { uses_.add(uint32_t(layer_), uint32_t(expert)); }
 
 void IodExperts::flush_uses() { send_uses(true); }
@@ -439,7 +415,10 @@ void IodExperts::settle_in_use() {
   // turns READY: wait for that here, before anything is released (a wait that throws leaves
   // in_use_ whole for end_layer to release once). A check that failed drops what the model made
   // of it: ExpertUnavailable, thrown by the caller before it hands anything out.
-  // Each is settled once: a wait that throws leaves the rest unchecked for a retry.
+  // Each is settled once: a wait that throws leaves the rest unchecked for a retry. One deadline
+  // bounds the settle, however many records it waits for (iod checks on one thread, so at most one
+  // of them is CHECKING at a time; the bound matters once checks run side by side).
+  const auto started = std::chrono::steady_clock::now();
   for (Fetched& done : in_use_) {
     if (!done.unchecked) continue;
     const int expert = experts_[done.index];
@@ -447,7 +426,7 @@ void IodExperts::settle_in_use() {
     if (client_->state(done.handle) != ipc::SlotState::Ready) {
       timeline::Span span("check_wait", "compute", layer_, expert);
       try {
-        failed = !wait_alive(done.handle, expert);
+        failed = !wait_alive(done.handle, expert, ipc::ExpertStoreClient::Until::Ready, started);
       } catch (const Error&) {
         // A pinned slot leaves CHECKING only for READY or FAILED, and a FAILED one may be read
         // again (a new generation) on any connection's next demand: stale means it failed.

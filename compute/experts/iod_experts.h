@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/experts/pending_uses.h"
 #include "compute/model/weights.h"
 #include "shared/container/reader.h"
 #include "shared/ipc/expert_store_client.h"
@@ -131,9 +132,12 @@ class IodExperts : public ExpertSource {
   // A synchronous fetch of layer_'s `ids` (retrying while overloaded), one handle per id.
   std::vector<ipc::SlotHandle> fetch_now(std::span<const uint32_t> ids);
   // Waits for the slot to turn READY (or, Until::Landed, CHECKING); nullptr when it turned FAILED.
-  // Errors name the socket, the slot and layer_'s `expert`.
+  // Errors name the socket, the slot and layer_'s `expert`. call_timeout_ms counts from `started`:
+  // a caller waiting for several slots passes its own start, so the deadline bounds the call, not
+  // each slot.
   const uint8_t* wait_alive(ipc::SlotHandle h, int expert,
-                            ipc::ExpertStoreClient::Until until = ipc::ExpertStoreClient::Until::Ready);
+                            ipc::ExpertStoreClient::Until until = ipc::ExpertStoreClient::Until::Ready,
+                            std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now());
   // Drops window_[i] (its slot FAILED) and throws ExpertUnavailable with iod's reason.
   [[noreturn]] void drop_failed(size_t i);
   // Why h's slot (layer_'s `expert`) failed, as iod wrote it (or that the handle went stale).
@@ -210,36 +214,8 @@ class IodExperts : public ExpertSource {
   void record_use(int expert);
   // One touch of uses_: one-way; when none can go, kept for later unless `now` (then waited for).
   void send_uses(bool now);
-  // Unpinned uses not yet sent: one entry per layer batch (fetch_layer), in order, over up to
-  // ipc::kTouchPasses passes. Entries and their lists are kept between sends (live_ says how
-  // many are pending): once warm, the per-token path allocates nothing for them.
-  using Clock = std::chrono::steady_clock;
-  class PendingUses {
-   public:
-    // The next use starts a new entry: a layer batch began (two passes of a model with one MoE
-    // layer must stay two entries, as iod counts a token per pass).
-    void start_layer() { open_ = false; }
-    void add(uint32_t layer, uint32_t expert);
-    void end_pass() { ++passes_; }
-    std::span<const ipc::LayerUse> entries() const { return {entries_.data(), live_}; }
-    bool empty() const { return live_ == 0; }
-    size_t passes() const { return passes_; }       // passes ended since the last send
-    Clock::time_point first_added() const { return first_added_; }  // not empty
-    std::vector<uint32_t> take_layer(uint32_t layer);  // removes and returns the open batch's, if that layer's
-    size_t experts() const;
-    void clear() {
-      live_ = 0;
-      passes_ = 0;
-      open_ = false;
-    }
-
-   private:
-    std::vector<ipc::LayerUse> entries_;
-    size_t live_ = 0;
-    size_t passes_ = 0;
-    bool open_ = false;  // entries_[live_ - 1] belongs to the current layer batch
-    Clock::time_point first_added_{};
-  };
+  // Unpinned uses not yet sent (pending_uses.h).
+  using Clock = PendingUses::Clock;
   // Pending uses are sent at a pass's end once they span ipc::kTouchPasses passes or the oldest
   // is kTouchDelay old (so iod's counters lag by a bounded time while decoding), before any
   // fetch (iod sees the layers in order), before stats(), and on destruction.
