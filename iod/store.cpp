@@ -22,8 +22,7 @@ using cache::kNoSlot;
 using ipc::SlotState;
 
 // Forwards to the real policy but never offers a slot whose read is still queued or in flight
-// as a victim (the kernel may be writing into it; pins alone don't cover unpinned prefetches),
-// nor one reserved for a waiting fetch (start_early_locked).
+// as a victim (the kernel may be writing into it); pins alone don't cover unpinned prefetches.
 class Store::GuardPolicy final : public cache::CachePolicy {
  public:
   GuardPolicy(cache::CachePolicy& inner, const std::vector<SlotInfo>& info) : inner_(inner), info_(info) {}
@@ -35,7 +34,7 @@ class Store::GuardPolicy final : public cache::CachePolicy {
   void on_insert(uint32_t slot, ExpertKey key, cache::InsertKind kind) override { inner_.on_insert(slot, key, kind); }
   void on_evict(uint32_t slot, ExpertKey key) override { inner_.on_evict(slot, key); }
   uint32_t choose_victim(const cache::EvictableFn& evictable) override {
-    return inner_.choose_victim([&](uint32_t s) { return !info_[s].io_busy && !info_[s].reserved && evictable(s); });
+    return inner_.choose_victim([&](uint32_t s) { return !info_[s].io_busy && evictable(s); });
   }
 
  private:
@@ -212,10 +211,6 @@ void Store::close_connection(uint64_t conn) {
   size_t n = it->second.pins.size();
   for (auto& [slot, gen] : it->second.pins) cache_->unpin(slot);
   connections_.erase(it);
-  if (reserving_conn_ == conn) {
-    n += reserved_slots_.size();
-    drop_reservations_locked();
-  }
   if (n) slots_changed_locked();
   if (n) spdlog::info("iod: connection {} closed, dropped {} pins", conn, n);
 }
@@ -349,8 +344,6 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
   if (first_attempt) {
     trace_line(conn, "fetch", layer, experts);
     for (const auto& h : releases) unpin_locked(c, h, "releases");
-    // A new fetch: an earlier one that waited (and gave up) holds nothing any more.
-    if (reserving_conn_ == conn) drop_reservations_locked();
   }
   std::vector<uint32_t> distinct(experts.begin(), experts.end());
   std::sort(distinct.begin(), distinct.end());
@@ -376,15 +369,12 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
   // this request's own records.) Stops counting as soon as there are enough.
   uint32_t available = cache_->slots() - cache_->occupied();
   for (uint32_t s = 0; s < cache_->slots() && available < new_slots; ++s) {
-    if (!cache_->holds(s) || cache_->pinned(s) || slot_info_[s].io_busy || slot_info_[s].reserved) continue;
+    if (!cache_->holds(s) || cache_->pinned(s) || slot_info_[s].io_busy) continue;
     ExpertKey k = cache_->key_in(s);
     if (k.layer == layer && std::binary_search(distinct.begin(), distinct.end(), k.expert)) continue;
     ++available;
   }
-  if (available < new_slots) {  // wait for a release or a read to finish, reading what fits
-    if (reserving_conn_ == 0 || reserving_conn_ == conn) start_early_locked(conn, layer, distinct, available);
-    return std::nullopt;
-  }
+  if (available < new_slots) return std::nullopt;  // wait for a release or a read to finish
 
   uint32_t pos = geometry_.position(layer);
   cache_->begin_layer(layer, experts);
@@ -408,8 +398,6 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
       ++misses_;
       ++layer_counters_[pos].misses;
       start_read(a.slot, key, true, false, {});
-    } else if (a.hit && reserving_conn_ == conn && slot_info_[a.slot].early_read) {
-      slot_info_[a.slot].early_read = false;  // a miss, counted when its read started early
     } else if (a.hit) {
       count_hit_locked(pos, a.slot, key);
       // Joined: a read still in flight (CHECKING is a hit on a record already read).
@@ -428,50 +416,7 @@ std::optional<std::vector<ipc::SlotHandle>> Store::try_fetch(uint64_t conn, uint
     usage_.add(key);
   }
   end_layer_use_locked(pos);
-  if (reserving_conn_ == conn) drop_reservations_locked();  // pinned now
   return out;
-}
-
-void Store::start_early_locked(uint64_t conn, uint32_t layer, std::span<const uint32_t> distinct,
-                               uint32_t available) {
-  reserving_conn_ = conn;
-  // The records this fetch found cached first: the policy has not seen this layer's on_fetch
-  // yet, so nothing else keeps its victim choice below off them.
-  for (uint32_t x : distinct)
-    if (const uint32_t s = cache_->find(ExpertKey{layer, x}); s != kNoSlot) reserve_locked(s);
-  // As guesses to the policy (inserted unpinned; the fetch's own on_fetch and on_hit follow when
-  // it succeeds, as for a prefetch it used), as demands to the read queue and the counters.
-  const uint32_t pos = geometry_.position(layer);
-  for (uint32_t x : distinct) {
-    if (available == 0) break;
-    const ExpertKey key{layer, x};
-    if (cache_->find(key) != kNoSlot) continue;
-    cache::Acquired a = cache_->insert_guess(key, cache::InsertKind::Prefetch);
-    if (a.slot == kNoSlot) break;
-    start_read(a.slot, key, true, a.evicted, a.victim);
-    slot_info_[a.slot].early_read = true;
-    reserve_locked(a.slot);
-    ++misses_;
-    ++layer_counters_[pos].misses;
-    --available;
-  }
-}
-
-void Store::reserve_locked(uint32_t slot) {
-  if (slot_info_[slot].reserved) return;
-  slot_info_[slot].reserved = true;
-  reserved_slots_.push_back(slot);
-}
-
-void Store::drop_reservations_locked() {
-  for (uint32_t s : reserved_slots_) {
-    slot_info_[s].reserved = false;
-    slot_info_[s].early_read = false;
-  }
-  const bool any = !reserved_slots_.empty();
-  reserved_slots_.clear();
-  reserving_conn_ = 0;
-  if (any) slots_changed_locked();  // another waiting fetch may fit now
 }
 
 uint32_t Store::prefetch(uint64_t conn, uint32_t layer, std::span<const uint32_t> experts,

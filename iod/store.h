@@ -70,10 +70,8 @@ class Store {
   // A demand fetch: unpins `releases`, then pins every expert (reads start for misses) and
   // returns the handles at once. Returns nullopt, having pinned nothing, when too few slots
   // are free or evictable right now (others are pinned or loading): the caller waits for
-  // slots_changed and calls again with no releases and first_attempt false. Meanwhile the
-  // misses that fit are read already (start_early_locked), so the disk does not wait for the
-  // last slot. Throws when the request can never fit: more distinct experts than slots minus
-  // this connection's pins.
+  // slots_changed and calls again with no releases and first_attempt false. Throws when the
+  // request can never fit: more distinct experts than slots minus this connection's pins.
   std::optional<std::vector<ipc::SlotHandle>> try_fetch(uint64_t conn, uint32_t layer,
                                                         std::span<const uint32_t> experts,
                                                         std::span<const ipc::SlotHandle> releases,
@@ -109,9 +107,6 @@ class Store {
     bool prefetched_unused = false;
     bool prewarmed = false;
     bool abandoned = false;        // its read was abandoned by a dead io_uring: quarantined for good
-    // Held for the waiting fetch of reserving_conn_ (start_early_locked): never a victim.
-    bool reserved = false;
-    bool early_read = false;       // reserved, and its read was started early (counted as a miss then)
   };
   struct Connection {
     std::unordered_multimap<uint32_t, uint64_t> pins;  // slot -> generation
@@ -133,14 +128,6 @@ class Store {
   // A demand found key cached (fetch) or used it from its slot (touch): hits, the layer's hits,
   // and a prefetch used when `slot` (kNoSlot: no longer cached) held an unused one. Lock held.
   void count_hit_locked(uint32_t pos, uint32_t slot, cache::ExpertKey key);
-  // A fetch short of slots (at a small budget the layer's wrong guesses hold slots until their
-  // reads and checks end): reads as many of its misses as fit now, at demand priority, unpinned
-  // but reserved (never a victim) with the records it found cached, until the fetch succeeds
-  // or the connection fetches anew or closes. One connection holds reservations at a time, so
-  // two waiting fetches never hold slots the other waits for. Lock held.
-  void start_early_locked(uint64_t conn, uint32_t layer, std::span<const uint32_t> distinct, uint32_t available);
-  void reserve_locked(uint32_t slot);
-  void drop_reservations_locked();
   // The usage counts after a layer's demands (a token ends at the first MoE layer). Lock held.
   void end_layer_use_locked(uint32_t pos);
   void trace_line(uint64_t conn, const char* op, uint32_t layer, std::span<const uint32_t> experts);
@@ -166,8 +153,6 @@ class Store {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Connection> connections_;
   uint64_t next_conn_ = 1;
-  uint64_t reserving_conn_ = 0;          // the connection whose waiting fetch holds reservations (0: none)
-  std::vector<uint32_t> reserved_slots_;  // its reserved slots; at most the slot count
   std::vector<LayerCounters> layer_counters_;  // per geometry position
   uint64_t hits_ = 0, joined_ = 0, misses_ = 0, failures_ = 0, bytes_read_ = 0;
   uint64_t prefetch_issued_ = 0, prefetch_used_ = 0, prefetch_wasted_ = 0, prewarmed_ = 0;
