@@ -128,7 +128,7 @@ const uint8_t* IodExperts::wait_alive(ipc::SlotHandle h, int expert, ipc::Expert
       const bool checking = client_->state(h) == ipc::SlotState::Checking;
       throw Error("iod " + socket_ + ": slot " + std::to_string(h.slot) + " (layer " + std::to_string(layer_) +
                       " expert " + std::to_string(expert) + ")" + (checking ? " still checking" : " still loading") +
-                      " after " + std::to_string(waited.count()) + " ms (iod answers; " +
+                      " when the wait for it ended, " + std::to_string(waited.count()) + " ms in (iod answers; " +
                       (checking ? "is its checking thread stuck?)" : "is its disk stuck?)"),
                   ErrorKind::Unavailable, "iod");
     }
@@ -416,8 +416,8 @@ void IodExperts::settle_in_use() {
   // in_use_ whole for end_layer to release once). A check that failed drops what the model made
   // of it: ExpertUnavailable, thrown by the caller before it hands anything out.
   // Each is settled once: a wait that throws leaves the rest unchecked for a retry. One deadline
-  // bounds the settle, however many records it waits for (iod checks on one thread, so at most one
-  // of them is CHECKING at a time; the bound matters once checks run side by side).
+  // bounds the settle, however many records it waits for: iod's pread pool checks on every one
+  // of its threads, so several may be CHECKING at once, each ending just before its own deadline.
   const auto started = std::chrono::steady_clock::now();
   for (Fetched& done : in_use_) {
     if (!done.unchecked) continue;

@@ -40,7 +40,8 @@
 // (ExpertStoreClient), and a slot wait pings iod every `liveness_ms`, so a daemon that went
 // away or stopped answering is an Error naming the socket within call_timeout_ms; a slot that
 // stays LOADING or CHECKING longer than call_timeout_ms while iod answers (a stuck disk or
-// checker) is one too.
+// checker) is one too. The settle of the experts handed out CHECKING waits for all of them
+// within one call_timeout_ms.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -133,8 +134,9 @@ class IodExperts : public ExpertSource {
   std::vector<ipc::SlotHandle> fetch_now(std::span<const uint32_t> ids);
   // Waits for the slot to turn READY (or, Until::Landed, CHECKING); nullptr when it turned FAILED.
   // Errors name the socket, the slot and layer_'s `expert`. call_timeout_ms counts from `started`:
-  // a caller waiting for several slots passes its own start, so the deadline bounds the call, not
-  // each slot.
+  // a caller waiting for several slots in turn passes its own start, so the deadline bounds that
+  // wait for all of them, not each slot's (next_ready_group's settle, then its own wait for a
+  // landed slot, each have one).
   const uint8_t* wait_alive(ipc::SlotHandle h, int expert,
                             ipc::ExpertStoreClient::Until until = ipc::ExpertStoreClient::Until::Ready,
                             std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now());

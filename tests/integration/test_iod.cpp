@@ -545,6 +545,55 @@ TEST_CASE("IodExperts: a record is handed out while iod checks it; its use waits
   CHECK_EQ(iod.stop(), 0);
 }
 
+TEST_CASE("IodExperts: the wait for records handed out CHECKING ends within one deadline, not one each") {
+  // iod's pread pool checks on each of its threads, so two records can be CHECKING at once. The
+  // gate lets the first one's check end at 1.2 s and holds the second: one deadline for the
+  // settle ends it at 2 s; a deadline per record ran to 1.2 + 2 s.
+  CheckGateFifo gate;
+  const ScopedEnv env({gate.env()});
+  TempDir tmp;
+  const std::string model = synth_tiny(tmp);
+  Container c = Container::open(model);
+  const int layer = c.expert_layers()[0].layer;
+  PrivateIod iod(iod_args(model, 8, "pread"), tmp / "run");
+  struct OpenAtEnd {
+    CheckGateFifo& gate;
+    ~OpenAtEnd() { gate.open(); }
+  } open_at_end{gate};
+  // Read one after the other, so expert 3's thread waits in the gate first and is let through
+  // first (the gate passes one thread at a time).
+  ipc::ExpertStoreClient reader(iod.socket_path(), c.container_id());
+  std::vector<ipc::SlotHandle> held;
+  for (uint32_t x : {3u, 4u}) {
+    const auto h = reader.fetch(uint32_t(layer), std::vector<uint32_t>{x}, held);
+    reader.wait(h[0], 10'000'000'000, ipc::ExpertStoreClient::Until::Landed);
+    REQUIRE_EQ(reader.state(h[0]), ipc::SlotState::Checking);
+    held = h;
+  }
+  reader.release(held);
+  const int64_t deadline_ms = 2000;
+  IodExperts src(c, iod.socket_path(), deadline_ms, 50);
+  src.fetch_layer(layer, std::vector<int>{3, 4});
+  std::array<ExpertSource::Ready, 4> out;
+  REQUIRE_EQ(src.next_ready_group(out), 2u);
+  REQUIRE_EQ(src.handed_unchecked(), 2u);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread late_check([&] {
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(1200));  // the scenario, not a sync
+    gate.let(1);
+  });
+  CHECK_THROWS_WITH_AS(src.next_ready_group(out), doctest::Contains("still checking"), Error);
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  late_check.join();
+  CHECK_MESSAGE(took >= deadline_ms, "the settle ended after " << took << " ms");
+  CHECK_MESSAGE(took < deadline_ms + 700, "the settle ended after " << took << " ms");
+  gate.open();
+  CHECK_EQ(src.next_ready_group(out), 0u);
+  src.end_layer();
+  CHECK_EQ(iod.stop(), 0);
+}
+
 TEST_CASE("iod: when the io_uring ring dies, reads in flight complete and the rest go to a pread pool") {
   if (const std::string why = waste::test::io_uring_unavailable(); !why.empty()) {
     waste::test::skip_part(why + ": no ring to die");

@@ -582,6 +582,38 @@ class Unit(unittest.TestCase):
         s.check_children(time.time())
         self.assertEqual(c.proc.signals, [signal.SIGKILL])
 
+    def starting(self, stop_at):
+        """A supervisor whose children start and answer at once; the stop flag is set on the
+        `stop_at`-th state write (0: after the last child answered, before the final write)."""
+        s = self.supervisor()
+        writes = []
+        for c in s.children:
+            c.clean_socket = lambda: None
+            c.start = lambda: None
+
+            def answered(timeout, stopping, last=c is s.children[-1]):
+                if last and stop_at == 0:
+                    s.stop_flag.set = True
+                return True
+            c.wait_ready = answered
+
+        def write_state():
+            writes.append(s.stopping)
+            if len(writes) == stop_at:
+                s.stop_flag.set = True
+        s.write_state = write_state
+        return s, writes
+
+    def test_a_stop_before_the_state_says_every_child_answered_is_a_failed_start(self):
+        s, writes = self.starting(stop_at=0)
+        self.assertEqual(s.start_all(), "stopped while starting")
+        self.assertEqual(len(writes), len(s.children))  # the final "every child answered" never written
+
+    def test_a_stop_once_the_state_says_every_child_answered_is_a_stop(self):
+        s, writes = self.starting(stop_at=len(self.supervisor().children) + 1)  # during the final write
+        self.assertIsNone(s.start_all())
+        self.assertEqual(writes, [False] * len(writes))  # each write saw no stop yet
+
     def test_a_child_that_will_not_die_is_reported_within_a_deadline(self):
         old = (self.m.STOP_TIMEOUT, self.m.KILL_TIMEOUT)
         self.m.STOP_TIMEOUT, self.m.KILL_TIMEOUT = 0.3, 0.3
