@@ -469,23 +469,31 @@ TEST_CASE("iod: a corrupt record fails its fetch with an error naming it; others
   CHECK_THROWS_AS(client.wait(hs3[0], 10'000'000'000), Error);
 }
 
+// A tiny synthetic model and a private iod whose record checks the test holds (CheckGateFifo);
+// the gate opens before iod stops, whatever ends the test (members go after the body).
+struct CheckGatedIod {
+  CheckGateFifo gate;
+  ScopedEnv env;
+  TempDir tmp;
+  std::string model;
+  Container c;
+  std::optional<PrivateIod> iod;
+  CheckGatedIod() : env({gate.env()}), model(synth_tiny(tmp)), c(Container::open(model)) {}
+  ~CheckGatedIod() { gate.open(); }
+  void start(const std::string& io = iod::kDefaultIo) { iod.emplace(iod_args(model, 8, io), tmp / "run"); }
+};
+
 TEST_CASE("IodExperts: a record is handed out while iod checks it; its use waits for READY, and a failed check drops it") {
   // iod holds every record in CHECKING until the gate lets its checksum run: what compute does in
   // between is what happens when a layer's last record lands and its kernels run beside its check.
-  CheckGateFifo gate;
-  const ScopedEnv env({gate.env()});
-  TempDir tmp;
-  const std::string model = synth_tiny(tmp);
-  Container c = Container::open(model);
+  CheckGatedIod g;
+  CheckGateFifo& gate = g.gate;
+  Container& c = g.c;
   const auto& l = c.expert_layers()[0];
   const int layer = l.layer, good = 7, bad = 6;
   flip_byte(l.bank_path, uint64_t(bad) * l.layout.stride + 64 + 100);  // in the payload: checksum mismatch
-  PrivateIod iod(iod_args(model, 8), tmp / "run");
-  // Whatever ends the test, the gate opens before iod stops (it drains its checks on the way).
-  struct OpenAtEnd {
-    CheckGateFifo& gate;
-    ~OpenAtEnd() { gate.open(); }
-  } open_at_end{gate};
+  g.start();
+  PrivateIod& iod = *g.iod;
   // A deadline of 1 s: the wait for a check that the gate holds ends within it.
   IodExperts src(c, iod.socket_path(), 1000, 50);
   std::array<ExpertSource::Ready, 4> out;
@@ -549,17 +557,12 @@ TEST_CASE("IodExperts: the wait for records handed out CHECKING ends within one 
   // iod's pread pool checks on each of its threads, so two records can be CHECKING at once. The
   // gate lets the first one's check end at 1.2 s and holds the second: one deadline for the
   // settle ends it at 2 s; a deadline per record ran to 1.2 + 2 s.
-  CheckGateFifo gate;
-  const ScopedEnv env({gate.env()});
-  TempDir tmp;
-  const std::string model = synth_tiny(tmp);
-  Container c = Container::open(model);
+  CheckGatedIod g;
+  CheckGateFifo& gate = g.gate;
+  Container& c = g.c;
   const int layer = c.expert_layers()[0].layer;
-  PrivateIod iod(iod_args(model, 8, "pread"), tmp / "run");
-  struct OpenAtEnd {
-    CheckGateFifo& gate;
-    ~OpenAtEnd() { gate.open(); }
-  } open_at_end{gate};
+  g.start("pread");
+  PrivateIod& iod = *g.iod;
   // Read one after the other, so expert 3's thread waits in the gate first and is let through
   // first (the gate passes one thread at a time).
   ipc::ExpertStoreClient reader(iod.socket_path(), c.container_id());
