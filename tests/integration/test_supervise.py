@@ -511,6 +511,7 @@ class Unit(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.m = load_module()
+        cls.real_supervisor = cls.m.Supervisor
 
     class FakeProc:
         def __init__(self, pid=4242, dies=True):
@@ -524,15 +525,16 @@ class Unit(unittest.TestCase):
             if self.dies and s in (signal.SIGKILL, signal.SIGTERM):
                 self.rc = -s
 
-    def supervisor(self, wedge=3.0):
-        d = tempfile.mkdtemp(prefix="test-supervise-unit-")
-        self.addCleanup(shutil.rmtree, d, True)
+    def supervisor(self, wedge=3.0, flag=None, d=None):
+        if d is None:
+            d = tempfile.mkdtemp(prefix="test-supervise-unit-")
+            self.addCleanup(shutil.rmtree, d, True)
         args = types.SimpleNamespace(model=d, slots=None, budget=None, image_patches=None, prompt_cache=None,
                                      ctx=None, threads=None, max_sessions=None, sessions=None, park_dir=None,
                                      max_batch=None, iod_timeout=None, shm=None,
                                      http=None, image_dir=None, compute_timeout=None, api_key_file=None,
                                      wedge_timeout=wedge)
-        s = self.m.Supervisor(args, d, self.m.StopFlag())
+        s = self.real_supervisor(args, d, flag or self.m.StopFlag())
         for c in s.children:
             c.proc, c.pid, c.generation, c.up_at, c.answered = self.FakeProc(), 4242, 1, 100.0, 100.0
             c.ready = lambda: False
@@ -582,37 +584,53 @@ class Unit(unittest.TestCase):
         s.check_children(time.time())
         self.assertEqual(c.proc.signals, [signal.SIGKILL])
 
-    def starting(self, stop_at):
-        """A supervisor whose children start and answer at once; the stop flag is set on the
-        `stop_at`-th state write (0: after the last child answered, before the final write)."""
-        s = self.supervisor()
-        writes = []
+    def starting(self, stop_before_final_write, flag=None, d=None):
+        """A supervisor whose children start and answer at once; its stop flag is set after the
+        last child answered, before the final state write (the one saying every child answered)
+        or during it."""
+        s = self.supervisor(flag=flag, d=d)
+        writes, answered_all = [], []
         for c in s.children:
             c.clean_socket = lambda: None
             c.start = lambda: None
 
             def answered(timeout, stopping, last=c is s.children[-1]):
-                if last and stop_at == 0:
-                    s.stop_flag.set = True
+                if last:
+                    answered_all.append(True)
+                    if stop_before_final_write:
+                        s.stop_flag.set = True
                 return True
             c.wait_ready = answered
 
         def write_state():
             writes.append(s.stopping)
-            if len(writes) == stop_at:
+            if answered_all:  # the final write
                 s.stop_flag.set = True
         s.write_state = write_state
         return s, writes
 
     def test_a_stop_before_the_state_says_every_child_answered_is_a_failed_start(self):
-        s, writes = self.starting(stop_at=0)
+        s, writes = self.starting(stop_before_final_write=True)
         self.assertEqual(s.start_all(), "stopped while starting")
         self.assertEqual(len(writes), len(s.children))  # the final "every child answered" never written
 
     def test_a_stop_once_the_state_says_every_child_answered_is_a_stop(self):
-        s, writes = self.starting(stop_at=len(self.supervisor().children) + 1)  # during the final write
+        s, writes = self.starting(stop_before_final_write=False)
         self.assertIsNone(s.start_all())
         self.assertEqual(writes, [False] * len(writes))  # each write saw no stop yet
+
+    def test_the_supervisor_exits_0_for_a_stop_once_every_child_answered_and_1_before(self):
+        # run_supervisor as a whole (its own verdict after start_all), on the fake children above.
+        saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        self.addCleanup(lambda: [signal.signal(s, h) for s, h in saved.items()])
+        for before, want in ((False, 0), (True, 1)):
+            d = tempfile.mkdtemp(prefix="test-supervise-unit-")
+            self.addCleanup(shutil.rmtree, d, True)
+            self.m.Supervisor = lambda args, run_dir, flag, before=before, d=d: self.starting(before, flag, d)[0]
+            try:
+                self.assertEqual(self.m.run_supervisor(types.SimpleNamespace(), d, None), want, before)
+            finally:
+                self.m.Supervisor = self.real_supervisor
 
     def test_a_child_that_will_not_die_is_reported_within_a_deadline(self):
         old = (self.m.STOP_TIMEOUT, self.m.KILL_TIMEOUT)
