@@ -161,14 +161,14 @@ void run_bench(const BenchOptions& o) {
   if (iod_cpu >= 0 && bytes > 0)
     std::printf("  iod CPU %.3f s/GB (%.3f s over %.3f GB read)\n", iod_cpu / (double(bytes) / 1e9), iod_cpu,
                 double(bytes) / 1e9);
-  if (iod_cpu >= 0)
+  if (iod_cpu >= 0) {
     std::printf("  unpinned reads: %llu of %llu MoE layers, %llu experts fetched again after a torn read, %llu uses "
                 "never reported to iod\n",
                 (unsigned long long)counts.layers, (unsigned long long)moe_layer_steps,
                 (unsigned long long)counts.refetched, (unsigned long long)counts.unreported);
-  if (iod_cpu >= 0)
     std::printf("  experts handed out while iod checked their record: %llu (checks that then failed: %llu)\n",
                 (unsigned long long)counts.unchecked, (unsigned long long)counts.failed_after);
+  }
   if (e.model().lookahead() > 0)
     std::printf("  lookahead %d per token: recall %.1f%% of the routed experts, precision %.1f%% of the guesses\n",
                 e.model().lookahead(), 100 * la.recall(), 100 * la.precision());
