@@ -63,8 +63,14 @@ void int8_tile(const Ops& k, int64_t r, int64_t t0, float* y) {
   const int64_t row_bytes = Q4 ? k.cols / 2 : k.cols;
   const auto* wrow = static_cast<const uint8_t*>(k.w.data) + r * row_bytes;
   const uint16_t* srow = k.w.scales + r * k.groups;
+  constexpr int64_t block_bytes = Q4 ? 256 : 512;  // the weights of 16 units
+  // log2 of a scale group's weight bytes (a unit is 16 bytes of Q4G, 32 of Q8G): scale byte
+  // offset = (weight byte offset >> this) * 2, the scales being one f16 per group, rows alike.
+  const int group_bytes_shift = (Q4 ? 4 : 5) + k.group_shift;
+  // prefetch.h: a short row goes as one burst kTrunkPrefetchRows ahead, a long one is spread.
+  const bool spread = row_bytes > kTrunkPrefetchShortRow;
   if constexpr (Ops::kPrefetch) {
-    if (t0 == 0 && r + kTrunkPrefetchRows < k.w.rows) {
+    if (!spread && t0 == 0 && r + kTrunkPrefetchRows < k.w.rows) {
       prefetch_range(wrow + kTrunkPrefetchRows * row_bytes, R * row_bytes);
       prefetch_range(srow + kTrunkPrefetchRows * k.groups, R * k.groups * 2);
     }
@@ -76,6 +82,18 @@ void int8_tile(const Ops& k, int64_t r, int64_t t0, float* y) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[i][t] = Ops::fzero();
   for (int64_t u0 = 0; u0 < k.units; u0 += 16) {
+    if constexpr (Ops::kPrefetch) {
+      // The weights and scales kTrunkPrefetchBytes ahead of this block in their streams
+      // (rows lie end to end, so past the row's end this is a later row's start).
+      if (spread && t0 == 0) {
+        const int64_t ahead = (u0 >> 4) * block_bytes + kTrunkPrefetchBytes;
+#pragma GCC unroll 2
+        for (int i = 0; i < R; ++i) {
+          prefetch_lines<block_bytes>(wrow + i * row_bytes + ahead);
+          prefetch_lines<64>(reinterpret_cast<const uint8_t*>(srow + i * k.groups) + ((ahead >> group_bytes_shift) << 1));
+        }
+      }
+    }
     typename Ops::I s[R][T];
     if constexpr (R == 1) {
       if constexpr (Q4) k.template q4g_sums<T>(wrow, t0, u0, s[0]);

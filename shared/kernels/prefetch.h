@@ -6,14 +6,30 @@
 
 namespace waste {
 
-// How far ahead the int8 trunk matvec prefetches: the row this many rows below the one being
-// computed (its weights and its f16 scales). A decode matvec waited ~60 cycles per 512
-// weights for its data: perf put a quarter of q4g_row's samples on the conversion right
-// after the scales' load (a second stream, 1/8 of the weights' bytes, whose lines the
-// hardware prefetcher did not have in time), and the next rows' weights also missed. Measured
-// with waste-bench-trunk (docs/LEARNED.md): 1, 2, 4 and 8 rows ahead; 4 was best on both the
-// 4096x2304 projections and the 163840x2304 head.
+// How far ahead the int8 trunk matvec prefetches its two streams, the weights and their f16
+// scales (1/8 of the weights' bytes, which the hardware prefetcher did not have in time: a
+// decode matvec waited for its data, perf putting a quarter of the kernel's samples on the
+// scales' conversion). Two forms, measured with waste-bench-trunk (docs/LEARNED.md):
+//  - a short row (at most kTrunkPrefetchShortRow bytes): the whole row kTrunkPrefetchRows
+//    rows ahead, as one burst at the row's start. 1, 2, 4 and 8 rows were tried on 2304-column
+//    rows (Kimi-Linear); 4 was best on the projections and the head.
+//  - a longer row: each block's lines kTrunkPrefetchBytes ahead, spread over the row. The
+//    burst form ran K3's 7168- to 33792-column rows at 0.55-0.85 of this (264 hints at the
+//    start of a 33792-column row); 4, 8 and 16 KiB were tried, 8 best. On 2304-column q8g rows
+//    the spread form was 0.85-0.9 of the burst at one thread, hence the two forms.
 constexpr int64_t kTrunkPrefetchRows = 4;
+constexpr int64_t kTrunkPrefetchBytes = 8192;
+constexpr int64_t kTrunkPrefetchShortRow = 4096;
+
+// One prefetch per 64-byte line of [p, p + Bytes), Bytes a compile-time multiple of 64 (an
+// unrolled handful of hints inside a kernel's loop).
+template <int64_t Bytes>
+inline void prefetch_lines(const void* p) {
+  static_assert(Bytes % 64 == 0 && Bytes > 0, "whole lines");
+  const char* c = static_cast<const char*>(p);
+#pragma GCC unroll 8
+  for (int64_t off = 0; off < Bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
+}
 
 // One prefetch per 64-byte line of [p, p + bytes), into every cache level (read, locality 3).
 inline void prefetch_range(const void* p, int64_t bytes) {
