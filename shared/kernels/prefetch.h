@@ -16,10 +16,13 @@ namespace waste {
 //  - a longer row: each block's lines kTrunkPrefetchBytes ahead, spread over the row. The
 //    burst form ran K3's 7168- to 33792-column rows at 0.55-0.85 of this (264 hints at the
 //    start of a 33792-column row); 4, 8 and 16 KiB were tried, 8 best. On 2304-column q8g rows
-//    the spread form was 0.85-0.9 of the burst at one thread, hence the two forms.
+//    the spread form was 0.85-0.9 of the burst at one thread, hence the two forms. The bound
+//    between them, 48 lines, lies between those rows (36 lines) and K3's q4g 7168-column
+//    rows (56 lines), which gained from the spread form (1.1-1.3x); 48 is also the number of
+//    misses an Intel core's L2 keeps outstanding, past which a burst's hints are dropped.
 constexpr int64_t kTrunkPrefetchRows = 4;
 constexpr int64_t kTrunkPrefetchBytes = 8192;
-constexpr int64_t kTrunkPrefetchShortRow = 4096;
+constexpr int64_t kTrunkPrefetchShortRow = 48 * 64;
 
 // One prefetch per 64-byte line of [p, p + Bytes), Bytes a compile-time multiple of 64 (an
 // unrolled handful of hints inside a kernel's loop).
