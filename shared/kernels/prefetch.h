@@ -18,8 +18,9 @@ namespace waste {
 //    start of a 33792-column row); 4, 8 and 16 KiB were tried, 8 best. On 2304-column q8g rows
 //    the spread form was 0.85-0.9 of the burst at one thread, hence the two forms. The bound
 //    between them, 48 lines, lies between those rows (36 lines) and K3's q4g 7168-column
-//    rows (56 lines), which gained from the spread form (1.1-1.3x); 48 is also the number of
-//    misses an Intel core's L2 keeps outstanding, past which a burst's hints are dropped.
+//    rows (56 lines), which gained from the spread form (1.1-1.3x). Why a long burst loses is
+//    not measured here (no hardware counters on this guest); a likely cause is a core's limit
+//    on outstanding L2 misses (48 on recent Intel cores), past which hints are dropped.
 constexpr int64_t kTrunkPrefetchRows = 4;
 constexpr int64_t kTrunkPrefetchBytes = 8192;
 constexpr int64_t kTrunkPrefetchShortRow = 48 * 64;
