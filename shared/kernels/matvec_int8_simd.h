@@ -89,8 +89,8 @@ void int8_tile(const Ops& k, int64_t r, int64_t t0, float* y) {
         const int64_t ahead = (u0 >> 4) * block_bytes + kTrunkPrefetchBytes;
 #pragma GCC unroll 2
         for (int i = 0; i < R; ++i) {
-          prefetch_lines<block_bytes>(wrow + i * row_bytes + ahead);
-          prefetch_lines<64>(reinterpret_cast<const uint8_t*>(srow + i * k.groups) + ((ahead >> group_bytes_shift) << 1));
+          prefetch_lines<block_bytes>(wrow, i * row_bytes + ahead);
+          prefetch_lines<64>(srow, i * k.groups * 2 + ((ahead >> group_bytes_shift) << 1));
         }
       }
     }

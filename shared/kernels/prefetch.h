@@ -25,14 +25,16 @@ constexpr int64_t kTrunkPrefetchRows = 4;
 constexpr int64_t kTrunkPrefetchBytes = 8192;
 constexpr int64_t kTrunkPrefetchShortRow = 48 * 64;
 
-// One prefetch per 64-byte line of [p, p + Bytes), Bytes a compile-time multiple of 64 (an
-// unrolled handful of hints inside a kernel's loop).
+// One prefetch per 64-byte line of [base + offset, base + offset + Bytes), Bytes a
+// compile-time multiple of 64 (an unrolled handful of hints inside a kernel's loop). The
+// address is formed as an integer: a fixed distance ahead runs past the end of the last
+// rows' array, where pointer arithmetic would be undefined; a hint there never faults.
 template <int64_t Bytes>
-inline void prefetch_lines(const void* p) {
+inline void prefetch_lines(const void* base, int64_t offset) {
   static_assert(Bytes % 64 == 0 && Bytes > 0, "whole lines");
-  const char* c = static_cast<const char*>(p);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base) + uintptr_t(offset);
 #pragma GCC unroll 8
-  for (int64_t off = 0; off < Bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
+  for (int64_t off = 0; off < Bytes; off += 64) __builtin_prefetch(reinterpret_cast<const void*>(at + uintptr_t(off)), 0, 3);
 }
 
 // One prefetch per 64-byte line of [p, p + bytes), into every cache level (read, locality 3).
