@@ -14,7 +14,7 @@ namespace waste {
 //    rows ahead, as one burst at the row's start. 1, 2, 4 and 8 rows were tried on 2304-column
 //    rows (Kimi-Linear); 4 was best on the projections and the head.
 //  - a longer row: each block's lines kTrunkPrefetchBytes ahead, spread over the row. The
-//    burst form ran K3's 7168- to 33792-column rows at 0.55-0.85 of this (264 hints at the
+//    burst form ran K3's 7168- to 33792-column rows at 0.5-0.9 of this (264 hints at the
 //    start of a 33792-column row); 4, 8 and 16 KiB were tried, 8 best. On 2304-column q8g rows
 //    the spread form was 0.85-0.9 of the burst at one thread, hence the two forms. The bound
 //    between them, 48 lines, lies between those rows (36 lines) and K3's q4g 7168-column
