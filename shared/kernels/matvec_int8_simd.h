@@ -18,7 +18,7 @@
 // Ops provides: F / I (16 f32 / int32 lanes), fzero(), load_f(p), cvt(I), mul(F, F),
 // fma(a, b, c), sub_shifted(I s, p, shift) = s - (16 int32 at p) << shift, lane_tree(F),
 // kTokenTile (tokens per pass over a row, 1..4), kRowTile (rows per pass, 1 or 2),
-// kPrefetch, kQ4Shift, kQ8Shift, and as members (over Int8Shape): unit_scales(srow, u0) -> F,
+// kPrefetchBurst, kPrefetchSpreadAbove (prefetch.h's two forms, where each path measured them), kQ4Shift, kQ8Shift, and as members (over Int8Shape): unit_scales(srow, u0) -> F,
 // q4g_sums<T>(wrow, t0, u0, I* out) / q8g_sums<T>(...) -> the integer sums of units
 // [u0, u0 + 16) for tokens t0 .. t0+T (excess included), and when kRowTile is 2
 // q4g_sums_rows<R, T>(wrow, row_bytes, t0, u0, I (*out)[T]) / q8g_sums_rows: the same for
@@ -67,9 +67,10 @@ void int8_tile(const Ops& k, int64_t r, int64_t t0, float* y) {
   // log2 of a scale group's weight bytes (a unit is 16 bytes of Q4G, 32 of Q8G): scale byte
   // offset = (weight byte offset >> this) * 2, the scales being one f16 per group, rows alike.
   const int group_bytes_shift = (Q4 ? 4 : 5) + k.group_shift;
-  // prefetch.h: a short row goes as one burst kTrunkPrefetchRows ahead, a long one is spread.
-  const bool spread = row_bytes > kTrunkPrefetchShortRow;
-  if constexpr (Ops::kPrefetch) {
+  // prefetch.h: a row longer than the path's bound is prefetched spread, a shorter one as one
+  // burst kTrunkPrefetchRows ahead where the path does that.
+  const bool spread = row_bytes > Ops::kPrefetchSpreadAbove;
+  if constexpr (Ops::kPrefetchBurst) {
     if (!spread && t0 == 0 && r + kTrunkPrefetchRows < k.w.rows) {
       prefetch_range(wrow + kTrunkPrefetchRows * row_bytes, R * row_bytes);
       prefetch_range(srow + kTrunkPrefetchRows * k.groups, R * k.groups * 2);
@@ -82,7 +83,7 @@ void int8_tile(const Ops& k, int64_t r, int64_t t0, float* y) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[i][t] = Ops::fzero();
   for (int64_t u0 = 0; u0 < k.units; u0 += 16) {
-    if constexpr (Ops::kPrefetch) {
+    if constexpr (Ops::kPrefetchSpreadAbove != kTrunkPrefetchNever) {
       // The weights and scales kTrunkPrefetchBytes ahead of this block in their streams
       // (rows lie end to end, so past the row's end this is a later row's start).
       if (spread && t0 == 0) {
