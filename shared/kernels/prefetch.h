@@ -29,7 +29,7 @@ constexpr int64_t kTrunkPrefetchShortRow = 48 * 64;
 // int8 kernel is compute-bound on short rows: no burst (it gained nothing on 2304-column
 // rows, docs/LEARNED.md 2026-12-04), and the spread form only above kTrunkPrefetchLongRowAvx2:
 // on 33792-column rows (16.5 KiB q4g, 33 KiB q8g) it ran 1.2-1.8x, on 7168-column rows (3.5-7
-// KiB) 0.9-1.0x, on 12288-column rows (6-12 KiB) even (waste-bench-trunk, four alternated
+// KiB) 0.8-1.0x, on 12288-column rows (6-12 KiB) even (waste-bench-trunk, four alternated
 // rounds, docs/MEASUREMENTS.md 2026-12-07 10:12).
 // NEON neither, until measured on a real ARM core (qemu only here).
 constexpr int64_t kTrunkPrefetchLongRowAvx2 = 256 * 64;
