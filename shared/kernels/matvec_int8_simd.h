@@ -18,7 +18,8 @@
 // Ops provides: F / I (16 f32 / int32 lanes), fzero(), load_f(p), cvt(I), mul(F, F),
 // fma(a, b, c), sub_shifted(I s, p, shift) = s - (16 int32 at p) << shift, lane_tree(F),
 // kTokenTile (tokens per pass over a row, 1..4), kRowTile (rows per pass, 1 or 2),
-// kPrefetchBurst, kPrefetchSpreadAbove (prefetch.h's two forms, where each path measured them), kQ4Shift, kQ8Shift, and as members (over Int8Shape): unit_scales(srow, u0) -> F,
+// kPrefetchBurst and kPrefetchSpreadAbove (which of prefetch.h's two forms the path uses, as
+// measured on it), kQ4Shift, kQ8Shift, and as members (over Int8Shape): unit_scales(srow, u0) -> F,
 // q4g_sums<T>(wrow, t0, u0, I* out) / q8g_sums<T>(...) -> the integer sums of units
 // [u0, u0 + 16) for tokens t0 .. t0+T (excess included), and when kRowTile is 2
 // q4g_sums_rows<R, T>(wrow, row_bytes, t0, u0, I (*out)[T]) / q8g_sums_rows: the same for
