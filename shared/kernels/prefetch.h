@@ -26,11 +26,13 @@ constexpr int64_t kTrunkPrefetchBytes = 8192;
 constexpr int64_t kTrunkPrefetchShortRow = 48 * 64;
 // Each path's Ops says which forms it uses (kPrefetchBurst, and kPrefetchSpreadAbove: the row
 // bytes above which it spreads). AVX-512 both, split at kTrunkPrefetchShortRow. AVX2, whose
-// int8 kernel is compute-bound on short rows: no burst (it gained nothing on 2304-column
-// rows, docs/LEARNED.md 2026-12-04), and the spread form only above kTrunkPrefetchLongRowAvx2:
-// on 33792-column rows (16.5 KiB q4g, 33 KiB q8g) it ran 1.2-1.8x, on 7168-column rows (3.5-7
-// KiB) 0.8-1.0x, on 12288-column rows (6-12 KiB) even (waste-bench-trunk, four alternated
-// rounds, docs/MEASUREMENTS.md 2026-12-07 10:12).
+// int8 kernel is likely compute-bound on short rows: no burst (it gained nothing on
+// 2304-column rows, docs/LEARNED.md 2026-12-04), and the spread form only above
+// kTrunkPrefetchLongRowAvx2: on 33792-column rows (16.5 KiB q4g, 33 KiB q8g) it ran
+// 1.12-1.85x, on 7168-column rows (3.5-7 KiB) 0.82-1.01x in three of four rounds, on
+// 12288-column rows (6-12 KiB) 0.91-1.46x, no clear effect (waste-bench-trunk, alternated,
+// docs/MEASUREMENTS.md 2026-12-07 10:12). Any bound between 12 and 16.5 KiB fits that; K3's
+// 33792-column q4g rows clear this one by 3%.
 // NEON neither, until measured on a real ARM core (qemu only here).
 constexpr int64_t kTrunkPrefetchLongRowAvx2 = 256 * 64;
 constexpr int64_t kTrunkPrefetchNever = INT64_MAX;  // kPrefetchSpreadAbove of a path that never spreads

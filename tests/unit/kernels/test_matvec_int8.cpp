@@ -90,11 +90,12 @@ TEST_CASE("int8: --trunk-group 128 on random shapes, odd row counts, gives the s
   // The trunk's wide group (shared/model/trunk_storage.h): 4 units of 32 per group, so one
   // 16-unit block spans 4 groups and the scale gather differs from group 32's. Random widths
   // leave partial 16-unit blocks (any number of 128-groups), K3's 7168 is one of them; rows are
-  // odd so the last row of a 2-row (SMMLA) or 4-row tile runs alone.
+  // odd so the last row of a 2-row (SMMLA) or 4-row tile runs alone. K3's dense down
+  // projection width (33792) takes AVX2's spread prefetch at this group too (prefetch.h).
   std::mt19937 rng(128);
   ThreadPool pool(3);
   std::uniform_int_distribution<int> groups(1, 40), half_rows(0, 20);
-  std::vector<Int8Shape> shapes = {{7, 7168, 128}, {1, 128, 128}, {3, 384, 128}};
+  std::vector<Int8Shape> shapes = {{7, 7168, 128}, {1, 128, 128}, {3, 384, 128}, {3, 33792, 128}};
   for (int i = 0; i < 12; ++i) shapes.push_back({2 * half_rows(rng) + 1, 128 * groups(rng), 128});
   for (TensorFormat f : {TensorFormat::Q4G, TensorFormat::Q8G})
     for (const Int8Shape& s : shapes) require_paths_equal_scalar(f, s, {1, 2, 3, 5, 21}, 21, rng, pool);
