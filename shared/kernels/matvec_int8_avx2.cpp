@@ -34,7 +34,7 @@ struct Ops : kernel_detail::Int8Shape {
   static constexpr int kTokenTile = 1;
   static constexpr int kRowTile = 1;
   static constexpr bool kPrefetchBurst = false;  // prefetch.h: measured on this path
-  static constexpr int64_t kPrefetchSpreadAbove = kTrunkPrefetchLongRowAvx2;
+  static constexpr int64_t kPrefetchSpreadAbove = kTrunkPrefetchSpreadAboveAvx2;
   static constexpr int kQ4Shift = 3, kQ8Shift = 0;  // nibbles are q + 8; Q8G: sign trick, no excess
   __m256i index_lo, index_hi;  // lane k of a block half -> its group within the block
 

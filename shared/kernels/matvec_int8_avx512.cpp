@@ -36,7 +36,7 @@ struct Ops : kernel_detail::Int8Shape {
   static constexpr int kTokenTile = 4;
   static constexpr int kRowTile = 1;
   static constexpr bool kPrefetchBurst = true;  // prefetch.h: both forms measured on this path
-  static constexpr int64_t kPrefetchSpreadAbove = kTrunkPrefetchShortRow;
+  static constexpr int64_t kPrefetchSpreadAbove = kTrunkPrefetchSpreadAboveAvx512;
   static constexpr int kQ4Shift = 3, kQ8Shift = 7;  // nibbles are q + 8, Q8G bytes q + 128
   static constexpr QuantizeUnitsFn quantize_units = quantize_units_avx512;
   __m512i scale_index;  // lane k -> group k / units_per_group within the block

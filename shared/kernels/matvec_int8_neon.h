@@ -47,7 +47,7 @@ struct NeonInt8Ops : Int8Shape {
   // Not measured on ARM hardware (only qemu here): off until a waste-bench-trunk run on a
   // real core shows the gain the AVX-512 path measured (prefetch.h).
   static constexpr bool kPrefetchBurst = false;
-  static constexpr int64_t kPrefetchSpreadAbove = kTrunkPrefetchNever;
+  static constexpr int64_t kPrefetchSpreadAbove = kTrunkPrefetchSpreadNever;
   static constexpr int kQ4Shift = 3, kQ8Shift = 0;  // nibbles are q + 8; signed x signed Q8G
 
   NeonInt8Ops(const MatrixView& w_, const Int8Activations& a) : Int8Shape(w_, a) {}

@@ -84,7 +84,7 @@ void int8_tile(const Ops& k, int64_t r, int64_t t0, float* y) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[i][t] = Ops::fzero();
   for (int64_t u0 = 0; u0 < k.units; u0 += 16) {
-    if constexpr (Ops::kPrefetchSpreadAbove != kTrunkPrefetchNever) {
+    if constexpr (Ops::kPrefetchSpreadAbove != kTrunkPrefetchSpreadNever) {
       // The weights and scales kTrunkPrefetchBytes ahead of this block in their streams
       // (rows lie end to end, so past the row's end this is a later row's start).
       if (spread && t0 == 0) {

@@ -9,8 +9,9 @@ namespace waste {
 // How far ahead the int8 trunk matvec prefetches its two streams, the weights and their f16
 // scales (1/8 of the weights' bytes, which the hardware prefetcher did not have in time: a
 // decode matvec waited for its data, perf putting a quarter of the kernel's samples on the
-// scales' conversion). Two forms, measured with waste-bench-trunk (docs/LEARNED.md):
-//  - a short row (at most kTrunkPrefetchShortRow bytes): the whole row kTrunkPrefetchRows
+// scales' conversion). Two forms, measured with waste-bench-trunk on the AVX-512 path
+// (docs/LEARNED.md):
+//  - a short row (at most kTrunkPrefetchSpreadAboveAvx512 bytes): the whole row kTrunkPrefetchRows
 //    rows ahead, as one burst at the row's start. 1, 2, 4 and 8 rows were tried on 2304-column
 //    rows (Kimi-Linear); 4 was best on the projections and the head.
 //  - a longer row: each block's lines kTrunkPrefetchBytes ahead, spread over the row. The
@@ -23,19 +24,19 @@ namespace waste {
 //    on outstanding L2 misses (48 on recent Intel cores), past which hints are dropped.
 constexpr int64_t kTrunkPrefetchRows = 4;
 constexpr int64_t kTrunkPrefetchBytes = 8192;
-constexpr int64_t kTrunkPrefetchShortRow = 48 * 64;
 // Each path's Ops says which forms it uses (kPrefetchBurst, and kPrefetchSpreadAbove: the row
-// bytes above which it spreads). AVX-512 both, split at kTrunkPrefetchShortRow. AVX2, whose
+// bytes above which it spreads). AVX-512 both, split at 48 lines (above). AVX2, whose
 // int8 kernel is likely compute-bound on short rows: no burst (it gained nothing on
 // 2304-column rows, docs/LEARNED.md 2026-12-04), and the spread form only above
-// kTrunkPrefetchLongRowAvx2: on 33792-column rows (16.5 KiB q4g, 33 KiB q8g) it ran
+// kTrunkPrefetchSpreadAboveAvx2: on 33792-column rows (16.5 KiB q4g, 33 KiB q8g) it ran
 // 1.12-1.85x, on 7168-column rows (3.5-7 KiB) 0.82-1.01x in three of four rounds, on
 // 12288-column rows (6-12 KiB) 0.91-1.46x, no clear effect (waste-bench-trunk, alternated,
 // docs/MEASUREMENTS.md 2026-12-07 10:12). Any bound between 12 and 16.5 KiB fits that; K3's
 // 33792-column q4g rows clear this one by 3%.
 // NEON neither, until measured on a real ARM core (qemu only here).
-constexpr int64_t kTrunkPrefetchLongRowAvx2 = 256 * 64;
-constexpr int64_t kTrunkPrefetchNever = INT64_MAX;  // kPrefetchSpreadAbove of a path that never spreads
+constexpr int64_t kTrunkPrefetchSpreadAboveAvx512 = 48 * 64;
+constexpr int64_t kTrunkPrefetchSpreadAboveAvx2 = 256 * 64;
+constexpr int64_t kTrunkPrefetchSpreadNever = INT64_MAX;  // a path that never spreads
 
 // One prefetch per 64-byte line of [base + offset, base + offset + Bytes), Bytes a
 // compile-time multiple of 64 (an unrolled handful of hints inside a kernel's loop). The

@@ -31,9 +31,10 @@ struct Int8Shape {
 
 // Unit counts that leave partial 4-unit and 16-unit blocks, every group the SIMD paths take
 // (32 .. 1024) and two they do not (96: units do not line up with 16-unit blocks; 48). Row
-// lengths cover each path's prefetch forms (prefetch.h): 2304 columns AVX-512's burst, 32000
+// lengths run each path's prefetch forms (prefetch.h): 2304 columns AVX-512's burst, 32000
 // (and the 7168 of the group-128 case below) its spread form, rows over 16 KiB AVX2's spread
-// form (32000 at Q8G, 33792 at Q4G).
+// form (32000 at Q8G, 33792 at Q4G). A prefetch has no result of its own: what these check is
+// the kernels' bits with each form running, not which form a path chose.
 const Int8Shape kInt8Shapes[] = {{1, 32, 32},     {3, 64, 32},     {5, 96, 32},       {7, 224, 32},     {9, 512, 32},
                          {17, 544, 32},   {33, 2304, 32},  {4, 1000 * 32, 32}, {6, 4096, 64},   {5, 640, 128},
                          {3, 768, 256},   {3, 1536, 512},  {2, 3072, 1024},   {5, 96 * 7, 96}, {4, 48 * 5, 48},
