@@ -173,6 +173,9 @@ void check_tools(const Json& tools, const std::string& w) {
     check_function_name(f["name"].get<std::string>(), tw + ".function.name");
     // strict: true promises arguments that match the schema; only a forced call (tool_choice
     // required or named) is constrained, so the promise cannot be kept for every reply.
+    if (f.contains("description") && !f["description"].is_null() && !f["description"].is_string())
+      bad(tw + ".function.description", "must be a string");
+    if (f.contains("strict") && !f["strict"].is_null() && !f["strict"].is_boolean()) bad(tw + ".function.strict", "must be a boolean");
     if (f.contains("strict") && f["strict"].is_boolean() && f["strict"].get<bool>())
       bad(tw + ".function.strict", "strict function calling is not supported (use tool_choice required or a named function, which are enforced)");
     if (f.contains("parameters") && !f["parameters"].is_object() && !f["parameters"].is_null())
@@ -263,7 +266,14 @@ ChatRequest parse_chat_request(const Json& j) {
       const Json& js = rf["json_schema"];
       // OpenAI's wrapper {name, description, schema, strict}; without "schema" the object is
       // the schema itself (as K3's encoder reads it).
-      if (js.contains("schema")) check_keys(js, {"name", "description", "schema", "strict"}, "response_format.json_schema");
+      if (js.contains("schema")) {
+        const std::string w = "response_format.json_schema";
+        check_keys(js, {"name", "description", "schema", "strict"}, w);
+        for (const char* k : {"name", "description"})
+          if (js.contains(k) && !js[k].is_null() && !js[k].is_string()) bad(w + "." + k, "must be a string");
+        // The schema is always enforced, so either value of strict is kept; it must be one.
+        if (js.contains("strict") && !js["strict"].is_null() && !js["strict"].is_boolean()) bad(w + ".strict", "must be a boolean");
+      }
       r.response_format.type = ResponseFormat::Type::JsonSchema;
       // encoding_k3.py: json_schema.get("schema", json_schema.get("json_schema", json_schema)).
       if (js.contains("schema")) r.response_format.schema = js["schema"];

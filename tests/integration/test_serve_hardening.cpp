@@ -490,3 +490,139 @@ TEST_CASE("serve: stop sequences, messages, tools, schemas and max_tokens are bo
                                        {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}, {"description", std::string(500, 'd')}}}}}}),
               400, "response_format");
 }
+
+// A body is read only when it comes plain with its length (tools/serve/body_framing.h): httplib
+// bounds no other body by --max-body. Each refusal is immediate and closes the connection; the
+// server answers the next client as before.
+TEST_CASE("serve: chunked, compressed, length-less and multipart bodies are refused before they are read") {
+  Instance inst("--ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  Serve serve(inst, {"--max-body", "65536"});
+  REQUIRE_MESSAGE(serve.ok, serve.log());
+  const std::string small = json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 2}}.dump();
+  // Raw: head, then (maybe) a body far over --max-body; the reply must come without it read.
+  auto raw = [&](const std::string& headers, const std::string& body) {
+    const int fd = connect_from("127.0.0.1", serve.port);
+    REQUIRE(fd >= 0);
+    const auto t0 = Clock::now();
+    send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n" + body);
+    bool closed = false;
+    const std::string reply = read_to_close(fd, 20, &closed);
+    ::close(fd);
+    CHECK_MESSAGE(since(t0) < 5, reply);  // not a read deadline's 408
+    return reply;
+  };
+  auto status_of = [](const std::string& reply) { return reply.size() > 12 ? std::stoi(reply.substr(9, 3)) : 0; };
+  auto error_of = [](const std::string& reply) {
+    const size_t split = reply.find("\r\n\r\n");
+    const json j = split == std::string::npos ? json() : json::parse(reply.substr(split + 4), nullptr, false);
+    return j.is_object() && j.contains("error") ? j["error"] : json();
+  };
+  std::string big_chunks;
+  for (int i = 0; i < 40; ++i) big_chunks += "1000\r\n" + std::string(4096, ' ') + "\r\n";  // 160 KiB of chunks
+  std::string reply = raw("Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n", big_chunks);
+  CHECK_MESSAGE(status_of(reply) == 411, reply);
+  CHECK(error_of(reply)["param"] == "Content-Length");
+  reply = raw("Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 10\r\n", "0123456789");
+  CHECK_MESSAGE(status_of(reply) == 415, reply);
+  CHECK(error_of(reply)["param"] == "Content-Encoding");
+  reply = raw("Content-Type: application/json\r\n", "");  // no length: no body, at once
+  CHECK_MESSAGE(status_of(reply) == 411, reply);
+  reply = raw("Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 4\r\n", "--b\n");
+  CHECK_MESSAGE(status_of(reply) == 415, reply);
+  CHECK(error_of(reply)["param"] == "Content-Type");
+  // curl -d's form type: a small body is JSON like any other, a large one is told why.
+  const Http form_small = curl(serve.base() + "/v1/chat/completions", tmp.path(), "", "--data-binary '" + small + "'");
+  CHECK_MESSAGE(form_small.status == 200, form_small.body);
+  std::ofstream(tmp.path() + "/form.json") << json{{"messages", {{{"role", "user"}, {"content", std::string(9000, 'a')}}}},
+                                                   {"max_tokens", 2}}.dump();
+  const Http form_big = curl(serve.base() + "/v1/chat/completions", tmp.path(), "", "--data-binary @" + tmp.path() + "/form.json");
+  check_error(form_big, 415, "Content-Type", "unsupported_content_type");
+  // A Content-Length over --max-body is still the 413 it was.
+  check_error(curl(serve.base() + "/v1/chat/completions", tmp.path(),
+                   json{{"messages", {{{"role", "user"}, {"content", std::string(70000, 'a')}}}}}.dump()),
+              413, "", "payload_too_large");
+  // Another method than POST on a generation endpoint: 405 naming it, not 404.
+  const Http get = curl(serve.base() + "/v1/chat/completions", tmp.path());
+  check_error(get, 405, "", "method_not_allowed");
+  CHECK(get.body.find("GET") != std::string::npos);
+  CHECK(curl(serve.base() + "/v1/chat/completions", tmp.path(), small).status == 200);
+}
+
+// Fields that were read loosely: each now checked, or refused where it cannot apply.
+TEST_CASE("serve: max_tokens twice, stream_options, tool and schema field types, unseeded sampling, reply ids") {
+  Instance inst("--ctx 256");
+  REQUIRE_MESSAGE(inst.ok(), inst.why());
+  TempDir tmp;
+  Serve serve(inst, {});
+  REQUIRE_MESSAGE(serve.ok, serve.log());
+  const std::string url = serve.base() + "/v1/chat/completions";
+  const json base = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  auto with = [&](json extra) {
+    json r = base;
+    r.update(extra);
+    return curl(url, tmp.path(), r.dump());
+  };
+  check_error(with({{"max_completion_tokens", 3}, {"max_tokens", "garbage"}}), 400, "max_tokens");
+  check_error(with({{"max_completion_tokens", 3}, {"max_tokens", 100}}), 400, "max_completion_tokens");
+  const Http both = with({{"max_completion_tokens", 3}, {"max_tokens", 3}});
+  REQUIRE_MESSAGE(both.status == 200, both.body);
+  CHECK(json::parse(both.body)["usage"]["completion_tokens"] == 3);
+
+  check_error(with({{"max_tokens", 2}, {"stream_options", {{"include_usage", true}}}}), 400, "stream_options");
+  // Streamed, include_usage false: no chunk carries usage; unsaid: the last one does (an extension).
+  for (bool said : {false, true}) {
+    json req = {{"max_tokens", 2}, {"stream", true}};
+    if (said) req["stream_options"] = {{"include_usage", false}};
+    const Http s = with(req);
+    REQUIRE_MESSAGE(s.status == 200, s.body);
+    CHECK_MESSAGE((s.body.find("\"usage\"") != std::string::npos) == !said, s.body);
+  }
+
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}};
+  json strict_word = tool, object_description = tool;
+  strict_word["function"]["strict"] = "yes";
+  object_description["function"]["description"] = {{"x", 1}};
+  check_error(with({{"max_tokens", 2}, {"tools", {strict_word}}}), 400, "tools[0].function.strict");
+  check_error(with({{"max_tokens", 2}, {"tools", {object_description}}}), 400, "tools[0].function.description");
+  const json schema = {{"type", "object"}};
+  check_error(with({{"max_tokens", 2}, {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", 5}, {"schema", schema}}}}}}),
+              400, "response_format.json_schema.name");
+  check_error(with({{"max_tokens", 2},
+                    {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", "maybe"}, {"schema", schema}}}}}}),
+              400, "response_format.json_schema.strict");
+
+  // Sampling without a seed: calls differ (12 tokens of random weights at temperature 1: the
+  // same reply twice would be a fixed seed). The same seed still repeats.
+  std::vector<std::string> replies;
+  for (int i = 0; i < 2; ++i) {
+    const Http h = with({{"max_tokens", 12}, {"temperature", 1.0}});
+    REQUIRE_MESSAGE(h.status == 200, h.body);
+    replies.push_back(json::parse(h.body)["choices"][0]["message"].dump());
+  }
+  CHECK(replies[0] != replies[1]);
+  const Http s1 = with({{"max_tokens", 12}, {"temperature", 1.0}, {"seed", 5}});
+  const Http s2 = with({{"max_tokens", 12}, {"temperature", 1.0}, {"seed", 5}});
+  CHECK(json::parse(s1.body)["choices"][0]["message"] == json::parse(s2.body)["choices"][0]["message"]);
+  // Reply ids carry a per-process tag: a restarted server does not repeat them.
+  const std::regex id_shape("chatcmpl-[0-9a-f]{16}-[0-9]+");
+  CHECK_MESSAGE(std::regex_match(json::parse(s1.body)["id"].get<std::string>(), id_shape), s1.body);
+
+  // /v1/completions streamed with logprobs: each chunk has its alternatives, as unstreamed.
+  const Http lp = curl(serve.base() + "/v1/completions", tmp.path(),
+                       json{{"prompt", "Hi"}, {"max_tokens", 2}, {"stream", true}, {"logprobs", 2}}.dump());
+  REQUIRE_MESSAGE(lp.status == 200, lp.body);
+  size_t chunks_with_top = 0;
+  for (size_t at = lp.body.find("data: {"); at != std::string::npos; at = lp.body.find("data: {", at + 1)) {
+    const json c = json::parse(lp.body.substr(at + 6, lp.body.find('\n', at) - at - 6), nullptr, false);
+    if (c.is_discarded() || !c.contains("choices") || c["choices"].empty()) continue;
+    const json& l = c["choices"][0]["logprobs"];
+    if (l.is_object() && l.contains("top_logprobs")) {
+      CHECK(l["top_logprobs"].size() == 1);
+      CHECK(l["top_logprobs"][0].size() == 2);
+      ++chunks_with_top;
+    }
+  }
+  CHECK(chunks_with_top == 2);
+}

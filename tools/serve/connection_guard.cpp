@@ -65,6 +65,8 @@ std::atomic<State*> g_state{nullptr};
 thread_local int t_accepted = -1;
 // A worker thread: the connection it serves.
 thread_local int t_conn = -1;
+// The response in progress ends its connection (close_after_response).
+thread_local bool t_close_after = false;
 
 int real_close(int fd) { return int(::syscall(SYS_close, fd)); }
 
@@ -86,10 +88,12 @@ std::string peer_address(const sockaddr_storage& a) {
 }
 
 // A short reply written without blocking (the socket's send buffer is empty or nearly so):
-// the client learns why rather than seeing a bare close.
+// the client learns why rather than seeing a bare close. 4xx: the client's doing
+// (invalid_request_error), 5xx: the server's (server_error), as in every other error body.
 void send_short(int fd, int status, const char* reason, const std::string& message, const char* code) {
-  const std::string body = "{\"error\":{\"message\":\"" + message + "\",\"type\":\"server_error\",\"param\":null,\"code\":\"" +
-                           code + "\"}}";
+  const char* type = status < 500 ? "invalid_request_error" : "server_error";
+  const std::string body = "{\"error\":{\"message\":\"" + message + "\",\"type\":\"" + type +
+                           "\",\"param\":null,\"code\":\"" + code + "\"}}";
   const std::string reply = "HTTP/1.1 " + std::to_string(status) + " " + reason +
                             "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
                             std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -240,9 +244,21 @@ void request_read() {
 }
 
 void response_sent() {
+  if (t_close_after) {
+    t_close_after = false;
+    // The response is queued whole before this (httplib logs after writing): SHUT_WR sends it
+    // and then the FIN, SHUT_RD ends httplib's keep-alive loop at its next read (no request is
+    // parsed out of an unread body).
+    if (t_conn >= 0) {
+      ::shutdown(t_conn, SHUT_RDWR);
+      return;
+    }
+  }
   State* s = g_state.load();
   if (s != nullptr) start_reading(s->options.keep_alive_idle);
 }
+
+void close_after_response() { t_close_after = true; }
 
 bool client_gone() {
   if (t_conn < 0) return false;

@@ -48,8 +48,13 @@ int connection_fd();
 // The request this thread serves was read whole: its deadline no longer applies (a handler's
 // first call; generation and streaming take as long as they take).
 void request_read();
-// The response went out: the connection's next keep-alive request gets a deadline of its own.
+// The response went out: the connection's next keep-alive request gets a deadline of its own,
+// or, after close_after_response, the connection ends.
 void response_sent();
+// The response this thread is sending is the connection's last (a refused body left unread on
+// the wire: nothing after it can be parsed as a request). httplib's "Connection: close"
+// response header alone does not end its keep-alive loop.
+void close_after_response();
 // The client of this thread's connection closed it (or shut down its sending side): nobody will
 // read the reply. Cheap (one poll with no wait), for a generation's token callback.
 bool client_gone();

@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -29,6 +30,7 @@
 #include "shared/stats/serve_stats.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/serve/api_keys.h"
+#include "tools/serve/body_framing.h"
 #include "tools/serve/connection_guard.h"
 #include "tools/serve/images.h"
 #include "tools/serve/openai.h"
@@ -51,6 +53,16 @@ struct Config {
 };
 
 std::atomic<uint64_t> g_request_id{1};
+// Reply ids are this tag and a counter: unique across restarts of the server, not only within one.
+const std::string& process_tag() {
+  static const std::string tag = [] {
+    std::random_device rd;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%08x%08x-", rd(), rd());
+    return std::string(buf);
+  }();
+  return tag;
+}
 // Images this server sent in requests that finished, their prompt positions and the seconds
 // compute's tower took on them (compute's own statistics do not count images).
 std::atomic<uint64_t> g_images{0}, g_image_tokens{0};
@@ -266,7 +278,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
   // A request for another model must not be answered by this one (OpenAI's 404).
   if (parsed->model && !serves(cfg, *parsed->model)) return send_error(res, model_not_found(*parsed->model));
   parsed->request.cache_scope = *scope;
-  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(g_request_id++);
+  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + process_tag() + std::to_string(g_request_id++);
   const int64_t created = int64_t(std::time(nullptr));
 
   // Connect and open the session before answering, so refusals get a proper status.
@@ -382,8 +394,11 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
                     {"finish_reason", nullptr}};
         } else {
           choice = {{"index", 0}, {"text", delta.value("content", std::string())}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-          if (!lp.is_null())
-            choice["logprobs"] = {{"tokens", {lp["token"]}}, {"token_logprobs", {lp["logprob"]}}};
+          if (!lp.is_null()) {
+            json top = json::object();
+            for (const auto& x : lp["top_logprobs"]) top[x["token"].get<std::string>()] = x["logprob"];
+            choice["logprobs"] = {{"tokens", {lp["token"]}}, {"token_logprobs", {lp["logprob"]}}, {"top_logprobs", json::array({top})}};
+          }
         }
         open = write(sse(head(std::move(choice))));
         return open;  // the HTTP client went away: stop generating
@@ -393,7 +408,8 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
         json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", waste::serve::finish_reason(r)}}
                          : json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", waste::serve::finish_reason(r)}};
         json chunk = head(std::move(last));
-        if (!p->include_usage) chunk["usage"] = waste::serve::usage_json(r);
+        // An extension when the client did not ask either way: the last chunk carries the usage.
+        if (!p->usage_said) chunk["usage"] = waste::serve::usage_json(r);
         write(sse(chunk));
         // OpenAI's include_usage: one more chunk, with no choices, carrying the usage.
         if (p->include_usage) {
@@ -606,9 +622,22 @@ int main(int argc, char** argv) {
   svr.set_keep_alive_timeout(kKeepAliveSeconds);
   // Each request gets an id (X-Request-Id, and the log line of its error); the connection's
   // next request gets its read deadline when a response went out.
-  svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
+  // Runs before httplib reads a body: one it could not bound is refused unread (body_framing.h).
+  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     t_request_id = "req-" + std::to_string(g_http_request++);
     res.set_header("X-Request-Id", t_request_id);
+    auto header = [&](const char* name) -> std::optional<std::string> {
+      if (!req.has_header(name)) return std::nullopt;
+      return req.get_header_value(name);
+    };
+    const waste::serve::BodyHeaders h{req.method, header("Content-Length"), header("Transfer-Encoding"),
+                                      header("Content-Encoding"), header("Content-Type")};
+    if (auto refused = waste::serve::refuse_body_framing(h)) {
+      send_error(res, *refused);
+      res.set_header("Connection", "close");  // the body is still on the wire, unread
+      waste::serve::close_after_response();
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   svr.set_logger([](const httplib::Request&, const httplib::Response&) { waste::serve::response_sent(); });
@@ -653,6 +682,17 @@ int main(int argc, char** argv) {
   svr.Post("/v1/chat/completions",
            read([&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, true); }));
   svr.Post("/v1/completions", read([&](const httplib::Request& q, httplib::Response& r) { handle_generate(cfg, q, r, false); }));
+  // The generation endpoints take POST only: another method gets 405 naming it, not a 404.
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    auto wrong_method = [](const httplib::Request& q, httplib::Response& r) {
+      send_error(r, {405, q.method + " is not allowed here: send POST", "invalid_request_error", "", "method_not_allowed"});
+      r.set_header("Allow", "POST");
+    };
+    svr.Get(path, wrong_method);
+    svr.Put(path, wrong_method);
+    svr.Delete(path, wrong_method);
+    svr.Patch(path, wrong_method);
+  }
   // "vision" (an extension): image_url content parts are taken.
   auto model_json = [&] {
     return json{{"id", cfg.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "waste"}, {"vision", cfg.vision}};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
+#include <random>
 #include <string_view>
 
 namespace waste::serve {
@@ -83,6 +85,12 @@ double number(const chat::Json& body, const char* name, double lo, double hi) {
 }
 
 bool present(const chat::Json& body, const char* name) { return body.contains(name) && !body[name].is_null(); }
+
+// A seed no other request is likely to share (the OS's entropy, 64 bits).
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+}
 
 // What an image reference is, checked without I/O: a data: URL (false) or a local file (true:
 // a file:// URL or a path, only with --image-dir). The server fetches nothing, so an http(s)
@@ -305,16 +313,20 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     if (p.prompt_text.size() > limits.max_prompt_bytes)
       throw Bad{chat ? "messages" : "prompt", "the prompt is longer than " + std::to_string(limits.max_prompt_bytes) + " bytes"};
 
-    const char* mt = present(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    if (present(j, mt)) {
+    // Either name (max_tokens is the older): each checked; both only if they agree.
+    std::optional<int64_t> max_tokens;
+    for (const char* mt : {"max_tokens", "max_completion_tokens"}) {
+      if (!present(j, mt)) continue;
       if (!j[mt].is_number_integer()) throw Bad{mt, std::string(mt) + " must be an integer"};
       const int64_t n = j[mt].get<int64_t>();
       if (n < 1 || n > int64_t(limits.max_tokens_cap))
         throw Bad{mt, std::string(mt) + " must be between 1 and " + std::to_string(limits.max_tokens_cap)};
-      r.max_tokens = uint32_t(n);
-    } else {
-      r.max_tokens = 256;
+      if (max_tokens && *max_tokens != n)
+        throw Bad{mt, "max_tokens and max_completion_tokens differ (" + std::to_string(*max_tokens) + " and " +
+                          std::to_string(n) + "): send one of them"};
+      max_tokens = n;
     }
+    r.max_tokens = max_tokens ? uint32_t(*max_tokens) : 256;
     if (present(j, "temperature")) r.temperature = float(number(j, "temperature", 0, 2));
     if (present(j, "top_p")) {
       r.top_p = float(number(j, "top_p", 0, 1));
@@ -327,6 +339,10 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
     if (present(j, "seed")) {
       if (!j["seed"].is_number_integer()) throw Bad{"seed", "seed must be an integer"};
       r.seed = uint64_t(j["seed"].get<int64_t>());
+    } else {
+      // As OpenAI: without a seed, sampled replies differ from call to call (greedy ones, the
+      // default temperature 0, do not depend on it).
+      r.seed = fresh_seed();
     }
     if (present(j, "stop")) {
       const auto& s = j["stop"];
@@ -352,6 +368,7 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
       p.stream = j["stream"].get<bool>();
     }
     if (present(j, "stream_options")) {
+      if (!p.stream) throw Bad{"stream_options", "stream_options is only allowed when stream is true"};
       const auto& so = j["stream_options"];
       if (!so.is_object()) throw Bad{"stream_options", "stream_options must be an object"};
       for (auto it = so.begin(); it != so.end(); ++it)
@@ -359,6 +376,7 @@ std::optional<ParsedRequest> parse_request(const std::string& body, bool chat, c
       if (so.contains("include_usage")) {
         if (!so["include_usage"].is_boolean()) throw Bad{"stream_options.include_usage", "include_usage must be a boolean"};
         p.include_usage = so["include_usage"].get<bool>();
+        p.usage_said = true;
       }
     }
     if (present(j, "n")) {

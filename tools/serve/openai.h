@@ -59,6 +59,7 @@ struct ParsedRequest {
   bool low_detail = false;        // every image asked for detail "low"
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool usage_said = false;     // include_usage was given (either way): without it the last chunk carries usage too
   bool parallel_tool_calls = true;  // false: only the reply's first tool call is returned
   std::string prompt_text;     // all message contents / the prompt, for the length pre-check
   std::optional<std::string> model;  // the request's "model" (absent or null: the served one)
