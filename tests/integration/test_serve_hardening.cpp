@@ -571,6 +571,15 @@ TEST_CASE("serve: max_tokens twice, stream_options, tool and schema field types,
   CHECK(json::parse(both.body)["usage"]["completion_tokens"] == 3);
 
   check_error(with({{"max_tokens", 2}, {"stream_options", {{"include_usage", true}}}}), 400, "stream_options");
+  // A chat whose messages fit the context in bytes but whose rendered prompt (here with its
+  // tool's definition) does not: a 400 before any header, streamed or not (this tokenizer
+  // spends a token per "a" or "b").
+  for (bool stream : {false, true}) {
+    json tool_b = {{"type", "function"}, {"function", {{"name", "f"}, {"description", std::string(150, 'b')}}}};
+    json over = {{"messages", {{{"role", "user"}, {"content", std::string(150, 'a')}}}}, {"tools", {tool_b}},
+                 {"max_tokens", 2}, {"stream", stream}};
+    check_error(curl(url, tmp.path(), over.dump()), 400, "messages", "context_length_exceeded");
+  }
   // Streamed, include_usage false: no chunk carries usage; unsaid: the last one does (an extension).
   for (bool said : {false, true}) {
     json req = {{"max_tokens", 2}, {"stream", true}};

@@ -291,12 +291,13 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
     // so a streamed request gets its 400 as well: the prompt renders in the model's chat format
     // and every schema compiles into a grammar.
     const auto info = client->info();
+    std::vector<waste::chat::Segment> rendered;  // the chat's prompt (no default system message)
     if (chat) {
       try {
         prepare_images(*parsed, info, cfg.image_dir);
         const waste::tok::ChatFormat format = waste::tok::parse_chat_format_name(info.chat_format, "compute's chat format");
         if (format == waste::tok::ChatFormat::None) return send_error(res, {400, "this model has no chat format: use /v1/completions", "invalid_request_error", "messages", ""});
-        waste::chat::render_prompt(format, parsed->request.chat);
+        rendered = waste::chat::render_prompt(format, parsed->request.chat);
         const auto& c = parsed->request.chat;
         if (c.response_format.type == waste::chat::ResponseFormat::Type::JsonSchema)
           compile_or_refuse(c.response_format.schema, "response_format.json_schema.schema");
@@ -308,14 +309,27 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
         return send_error(res, {400, e.what(), "invalid_request_error", e.param, ""});
       }
     }
-    // Over-long prompts are refused up front (compute re-checks with the template included).
+    // Over-long prompts are refused up front, before a streamed reply's headers (compute checks
+    // the exact count again). A chat counts its rendered prompt: its text segments' tokens and
+    // at least one per markup segment (a lower bound: images and the default system message
+    // add more), so nothing that fits is refused here. A token has at least one byte, so the
+    // tokenizer runs only when the bytes could reach the context.
     const uint32_t max_ctx = info.default_context;
-    if (parsed->prompt_text.size() >= max_ctx) {
-      const size_t n = session->tokenize(parsed->prompt_text).size();
+    std::string text = parsed->prompt_text;
+    size_t markup = 0;
+    if (chat) {
+      text.clear();
+      for (const auto& seg : rendered) {
+        if (seg.markup) ++markup;
+        else text += seg.text;
+      }
+    }
+    if (text.size() + markup >= max_ctx) {
+      const size_t n = session->tokenize(text).size() + markup;
       if (n >= max_ctx)
         return send_error(res, {400,
-                                "the prompt has " + std::to_string(n) + " tokens, the context is " +
-                                    std::to_string(max_ctx),
+                                "the prompt has " + std::string(chat ? "at least " : "") + std::to_string(n) +
+                                    " tokens, the context is " + std::to_string(max_ctx),
                                 "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
     }
   } catch (const std::exception& e) {
