@@ -258,7 +258,7 @@ void response_sent() {
   if (s != nullptr) start_reading(s->options.keep_alive_idle);
 }
 
-void close_after_response() { t_close_after = true; }
+void close_after_response(bool yes) { t_close_after = yes; }
 
 bool client_gone() {
   if (t_conn < 0) return false;

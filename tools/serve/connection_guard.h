@@ -53,8 +53,9 @@ void request_read();
 void response_sent();
 // The response this thread is sending is the connection's last (a refused body left unread on
 // the wire: nothing after it can be parsed as a request). httplib's "Connection: close"
-// response header alone does not end its keep-alive loop.
-void close_after_response();
+// response header alone does not end its keep-alive loop. Each request starts with false (a
+// response whose write failed may not have reached response_sent).
+void close_after_response(bool yes = true);
 // The client of this thread's connection closed it (or shut down its sending side): nobody will
 // read the reply. Cheap (one poll with no wait), for a generation's token callback.
 bool client_gone();

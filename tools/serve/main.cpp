@@ -640,6 +640,7 @@ int main(int argc, char** argv) {
   svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     t_request_id = "req-" + std::to_string(g_http_request++);
     res.set_header("X-Request-Id", t_request_id);
+    waste::serve::close_after_response(false);
     auto header = [&](const char* name) -> std::optional<std::string> {
       if (!req.has_header(name)) return std::nullopt;
       return req.get_header_value(name);
