@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -300,6 +301,55 @@ TEST_CASE("waste chat: a private instance is stopped and removed on SIGTERM mid-
     check_nothing_left(seen, tmp.path());
   }
 }
+// The pids of the waste-iod processes whose --run-dir lies under `dir` (from /proc: a leaked
+// one is reparented away from the command, so its output cannot name it any more).
+std::vector<int> iods_under(const std::string& dir) {
+  std::vector<int> pids;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<std::string> args;
+    for (size_t at = 0; at < cmdline.size();) {
+      const size_t end = cmdline.find('\0', at);
+      args.push_back(cmdline.substr(at, end - at));
+      at = end == std::string::npos ? cmdline.size() : end + 1;
+    }
+    if (args.empty() || fs::path(args[0]).filename() != "waste-iod") continue;
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--run-dir" && args[i + 1].rfind(dir + "/", 0) == 0) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+TEST_CASE("waste run --private: SIGTERM, SIGHUP and SIGINT mid-generation stop its private iod and remove its run directory") {
+  TempDir models;
+  const std::string model = models / "tiny.waste";
+  synth_model(model, "--preset tiny-kimi-linear");
+  for (const int sig : {SIGTERM, SIGHUP, SIGINT}) {
+    CAPTURE(sig);
+    TempDir tmp;  // TMPDIR: the run directory is the only thing the command makes there
+    ChildProcess run({waste_bin(), "run", model, "hello", "-n", "100000", "--ctx", "200000", "--private", "--no-progress"},
+                     {{"TMPDIR", tmp.path()}});
+    REQUIRE(run.started());
+    // Generating: text beyond the echoed prompt has come out.
+    REQUIRE_MESSAGE(run.wait_for([&] { return run.out().size() > 100; }, 120), run.err());
+    const std::vector<int> iods = iods_under(tmp.path());
+    REQUIRE_MESSAGE(iods.size() == 1, run.err());  // its private iod runs in a directory under TMPDIR
+    CHECK(alive(iods[0]));
+    CHECK_FALSE(fs::is_empty(tmp.path()));
+    run.signal(sig);
+    CHECK(run.wait_exit(60) == 128 + sig);  // ends the way the signal would, after cleaning up
+    CHECK_FALSE(alive(iods[0]));
+    CHECK(iods_under(tmp.path()).empty());
+    CHECK_MESSAGE(fs::is_empty(tmp.path()), run.err());
+    // No figures line: the run was cut short, not finished.
+    CHECK(run.err().find(" tok/s ") == std::string::npos);
+  }
+}
+
 // K3 replies start inside the think channel: `waste run --chat` in this process (InProcessReply
 // reads the ids with the reply parser) prints the same answer and the same reasoning as through
 // an instance (compute parses them), with thinking on and with --no-thinking.

@@ -1,8 +1,12 @@
-// A private waste-iod for `waste iobench` (and tests): fork/exec the daemon binary in a fresh
-// run directory, wait (bounded) until its socket accepts, SIGTERM it when done.
+// A private waste-iod for `waste iobench`, `waste run`/`bench` and tests: fork/exec the daemon
+// binary in a fresh run directory, wait (bounded) until its socket accepts, SIGTERM it when done
+// (SIGKILL after a grace period). The daemon runs in its own process group, so that a Ctrl-C at
+// the terminal reaches only its owner, which stops it in order; and it gets SIGTERM when its
+// owner dies without stopping it (PR_SET_PDEATHSIG).
 #pragma once
 #include <sys/types.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -11,14 +15,26 @@ namespace waste::iobench {
 // WASTE_IOD, else waste-iod next to this executable, else ../iod/waste-iod from it (build tree).
 std::string find_iod_binary();
 
+// SIGTERM, then SIGKILL when the child has not exited after `grace_s`; always reaps it and sets
+// pid to -1. Returns its exit status (-1 when a signal ended it, or pid <= 0).
+int terminate_child(pid_t& pid, double grace_s);
+
 class PrivateIod {
  public:
-  // args: everything after the binary except --run-dir, which this adds.
-  PrivateIod(const std::vector<std::string>& args, const std::string& run_dir, double timeout_s = 120);
-  ~PrivateIod();  // SIGTERM, wait
+  // args: everything after the binary except --run-dir, which this adds. Throws Error when the
+  // daemon exits or does not answer within timeout_s, or when *abort turns true while waiting (a
+  // signal); the daemon is stopped first. `owner` opens those messages ("run", "iobench").
+  PrivateIod(const std::vector<std::string>& args, const std::string& run_dir, double timeout_s = 120,
+             const std::atomic<bool>* abort = nullptr, const std::string& owner = "iobench");
+  ~PrivateIod();  // stop()
+  PrivateIod(const PrivateIod&) = delete;
+  PrivateIod& operator=(const PrivateIod&) = delete;
   const std::string& socket_path() const { return socket_; }
   pid_t pid() const { return pid_; }
-  int stop();     // SIGTERM and wait; returns the exit status (-1 when killed)
+  // SIGTERM, SIGKILL after kStopGraceSeconds, reaped; returns the exit status (-1 when killed).
+  int stop();
+  // As waste-supervise and PrivateInstance: time for a clean exit (usage file, timeline part).
+  static constexpr double kStopGraceSeconds = 20;
 
  private:
   pid_t pid_ = -1;

@@ -14,6 +14,7 @@
 #include "shared/util/error.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
+#include "tools/waste/quit_signals.h"
 
 namespace waste::cli {
 
@@ -74,8 +75,11 @@ void run_bench(const BenchOptions& o) {
     e.model().set_profile(nullptr);
     pre_after = e.experts().stats();
   }
-  for (int i = o.prefill; i < o.prefill + o.warmup; ++i)
+  // A quit signal ends the benchmark between tokens, unreported (run_until_signal).
+  for (int i = o.prefill; i < o.prefill + o.warmup; ++i) {
+    if (quit::requested.load()) return;
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
+  }
 
   PhaseTimes phases;
   const Model::LookaheadStats la_before = e.model().lookahead_stats();
@@ -84,8 +88,10 @@ void run_bench(const BenchOptions& o) {
   const double iod_cpu0 = iod_cpu_seconds(e);
   const IodCounts counts0 = iod_counts(e);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = o.prefill + o.warmup; i < o.prefill + o.warmup + o.tokens; ++i)
+  for (int i = o.prefill + o.warmup; i < o.prefill + o.warmup + o.tokens; ++i) {
+    if (quit::requested.load()) return;
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e.model().set_profile(nullptr);
   const ExpertSourceStats after = e.experts().stats();
@@ -200,7 +206,8 @@ void register_bench_command(CLI::App& app) {
   cmd->add_flag("--usage", o->engine.usage,
                 "A private iod pre-warms from the container's usage file and updates it (default: cold start)")
       ->excludes(resident);
-  cmd->callback([o] { run_bench(*o); });
+  // SIGINT/SIGTERM/SIGHUP: the private iod, run directory and timeline parts go, then this process.
+  cmd->callback([o] { quit::run_until_signal([&] { run_bench(*o); }); });
 }
 
 }  // namespace waste::cli

@@ -6,9 +6,9 @@
 // private instance of M (tools/waste/private_instance.h) started for this command and stopped
 // on every way out (end, error, Ctrl-C at the prompt, SIGTERM).
 // Signals: Ctrl-C during a reply cancels that reply and keeps the conversation; Ctrl-C at the
-// prompt, SIGTERM and SIGHUP leave (after stopping a private instance). The handler only sets flags
-// and writes to a self-pipe that the prompt's poll() watches, so no signal is lost between a
-// check and a blocking read.
+// prompt, SIGTERM and SIGHUP leave (after stopping a private instance). The handler
+// (tools/waste/quit_signals.h) only sets flags and writes to a self-pipe that the prompt's poll()
+// watches, so no signal is lost between a check and a blocking read.
 // Images: `/image FILE` attaches a PNG or JPEG to the next message (its size, and its image
 // tokens when the container can be opened here, are printed; `/image` alone lists the pending
 // ones and drops them); `--image FILE` attaches to the first message. --image-patches N is
@@ -40,6 +40,7 @@
 #include "tools/waste/commands.h"
 #include "tools/waste/image_input.h"
 #include "tools/waste/private_instance.h"
+#include "tools/waste/quit_signals.h"
 #include "tools/waste/running_instance.h"
 
 namespace waste::cli {
@@ -152,46 +153,12 @@ void close_reply_output(ReplyOutput& o) {
 
 namespace {
 
-std::atomic<bool> g_generating{false};  // a reply is streaming: SIGINT cancels it
-std::atomic<bool> g_interrupt{false};   // cancel the reply (polled by Session::generate)
-std::atomic<bool> g_quit{false};        // leave: SIGINT at the prompt, or SIGTERM
-std::atomic<int> g_quit_signal{0};      // which, to re-raise after cleaning up
-int g_wake[2] = {-1, -1};               // self-pipe: wakes the prompt's poll()
-
-void on_signal(int sig) {
-  if (sig == SIGINT && g_generating.load()) {
-    g_interrupt.store(true);
-    return;
-  }
-  g_quit_signal.store(sig);
-  g_quit.store(true);
-  g_interrupt.store(true);  // a SIGTERM during a reply ends the reply too
-  if (g_wake[1] >= 0) {
-    const char c = 1;
-    if (::write(g_wake[1], &c, 1) < 0) {
-    }  // the pipe is full: a wake-up is pending anyway
-  }
-}
-
-void install_signal_handlers() {
-  if (g_wake[0] < 0) {
-    require(::pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) == 0, "chat: cannot create a pipe");
-  }
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the flags are looked at
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGHUP, &sa, nullptr);  // the terminal closed: leave the same way
-}
-
 // Lines from stdin, or nothing once a quit signal arrived or stdin ended.
 class LineReader {
  public:
   bool next(std::string& line) {
     for (;;) {
-      if (g_quit.load()) return false;
+      if (quit::requested.load()) return false;
       if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
         line = buf_.substr(0, nl);
         buf_.erase(0, nl + 1);
@@ -203,16 +170,16 @@ class LineReader {
         buf_.clear();
         return true;
       }
-      pollfd p[2] = {{0, POLLIN, 0}, {g_wake[0], POLLIN, 0}};
+      pollfd p[2] = {{0, POLLIN, 0}, {quit::wake_fd(), POLLIN, 0}};
       if (::poll(p, 2, -1) < 0) {
         if (errno == EINTR) continue;
         throw Error(std::string("chat: poll on stdin: ") + std::strerror(errno));
       }
       if (p[1].revents) {
         char drain[64];
-        while (::read(g_wake[0], drain, sizeof drain) > 0) {
+        while (::read(quit::wake_fd(), drain, sizeof drain) > 0) {
         }
-        continue;  // g_quit is looked at on the next round
+        continue;  // quit::requested is looked at on the next round
       }
       if (p[0].revents) {
         char chunk[4096];
@@ -303,20 +270,20 @@ client::Result turn(client::Session& s, const ChatOptions& o, const std::string&
     r.chat.thinking_given = true;
   }
   // A SIGINT that arrived at the prompt was a quit; a fresh reply starts uncancelled.
-  g_interrupt.store(g_quit.load());
-  g_generating.store(true);
+  quit::cancel.store(quit::requested.load());
+  quit::generating.store(true);
   client::Result res;
   const std::shared_ptr<ReplyOutput> out = open_reply_output();
   try {
     res = s.generate_events(r, [&](const client::TokenEvent& ev) {
       show_reply_delta(*out, ev.reasoning, ev.text, ev.tool_calls);
       return true;
-    }, &g_interrupt);
+    }, &quit::cancel);
   } catch (...) {
-    g_generating.store(false);
+    quit::generating.store(false);
     throw;
   }
-  g_generating.store(false);
+  quit::generating.store(false);
   close_reply_output(*out);
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -342,7 +309,7 @@ int converse(client::Client& c, client::Session& s, const ChatOptions& o) {
     const client::Result r = turn(s, o, o.prompt, true, pending.files);
     std::fprintf(stderr, "%s\n", figures(r).c_str());
     if (o.stats) std::fprintf(stderr, "%s\n", c.stats().dump(2).c_str());
-    if (g_quit.load()) return g_quit_signal.load();
+    if (quit::requested.load()) return quit::signal_number.load();
     return r.stop_reason == "cancelled" ? SIGINT : 0;  // a one-shot reply cut by Ctrl-C exits as interrupted
   }
   const bool tty = ::isatty(0);
@@ -394,17 +361,17 @@ int converse(client::Client& c, client::Session& s, const ChatOptions& o) {
       // A lost compute ends the conversation; anything else (a refused request) does not.
       if (std::string(e.what()).find("went away") != std::string::npos) throw;
     }
-    if (g_quit.load()) break;
+    if (quit::requested.load()) break;
   }
   if (tty) std::fputc('\n', stdout);  // the shell's prompt starts on a line of its own
-  return g_quit.load() ? g_quit_signal.load() : 0;
+  return quit::requested.load() ? quit::signal_number.load() : 0;
 }
 
 // Returns the signal that ended the chat (to be re-raised once everything is cleaned up), or 0.
 int run_chat(const ChatOptions& o) {
   require(!(o.private_engine && !o.connect.empty()), "chat: --private and --connect exclude each other");
   require(!o.private_engine || !o.model.empty(), "chat: --private needs --model M");
-  install_signal_handlers();
+  quit::install(quit::Syscalls::Interrupted);  // the prompt's poll() returns at once
   // Declared in this order so that the session closes before its connection, and the
   // connection before the private instance stops.
   std::unique_ptr<PrivateInstance> priv;
@@ -424,16 +391,16 @@ int run_chat(const ChatOptions& o) {
     po.context = o.context;
     std::fprintf(stderr, "waste: starting a private instance of %s (waste-iod + waste-compute)...\n", o.model.c_str());
     try {
-      priv = std::make_unique<PrivateInstance>(po, &g_quit);
+      priv = std::make_unique<PrivateInstance>(po, &quit::requested);
     } catch (const Error&) {
-      if (g_quit.load()) return g_quit_signal.load();  // interrupted while starting: already cleaned up
+      if (quit::requested.load()) return quit::signal_number.load();  // interrupted while starting: already cleaned up
       throw;
     }
     std::fprintf(stderr, "waste: private instance in %s (iod pid %d, compute pid %d); stopped when this chat ends\n",
                  priv->run_dir().c_str(), int(priv->iod_pid()), int(priv->compute_pid()));
     c = std::make_unique<client::Client>(priv->run_dir());
   }
-  if (g_quit.load()) return g_quit_signal.load();
+  if (quit::requested.load()) return quit::signal_number.load();
   auto s = c->open_session(o.context);
   return converse(*c, *s, o);
 }
@@ -476,9 +443,7 @@ void register_chat_command(CLI::App& app) {
     const int sig = run_chat(*o);
     if (sig != 0) {
       // Everything is stopped and removed: now end the way the signal would have.
-      std::fflush(stdout);
-      ::signal(sig, SIG_DFL);
-      ::raise(sig);
+      quit::exit_by_signal(sig);
     }
   });
 }

@@ -30,6 +30,7 @@
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
 #include "tools/waste/image_input.h"
+#include "tools/waste/quit_signals.h"
 #include "tools/waste/running_instance.h"
 
 namespace waste::cli {
@@ -128,13 +129,13 @@ void run_connected(const RunOptions& o, RunningInstance& inst, const std::vector
     const std::shared_ptr<ReplyOutput> out = open_reply_output();
     st = s->generate_events(r, [&](const client::TokenEvent& ev) {
       show_reply_delta(*out, ev.reasoning, ev.text, ev.tool_calls);
-      return true;
+      return !quit::requested.load();  // a quit signal ends the reply (run_until_signal)
     });
     close_reply_output(*out);
   } else {
     st = s->generate(r, [](int32_t, std::string_view text) {
       stream_text(text);
-      return true;
+      return !quit::requested.load();
     });
   }
   print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens, st.prefill_seconds, st.experts.hits,
@@ -210,8 +211,10 @@ GenerateStats generate_in_process(Engine& e, Session& s, const std::vector<int32
   SamplingParams sp = o.sampling;
   sp.stop.clear();  // matched by InProcessReply in the content
   // id -1 is Engine::generate's held-back raw text: InProcessReply holds its own (finish()).
-  GenerateStats st = e.generate(s, prompt, sp, [&](int32_t id, std::string_view) { return id < 0 || reply.token(id); },
-                                images);
+  // A quit signal ends generation at the next token (run_until_signal ends the process after).
+  GenerateStats st = e.generate(
+      s, prompt, sp,
+      [&](int32_t id, std::string_view) { return !quit::requested.load() && (id < 0 || reply.token(id)); }, images);
   if (reply.stopped()) st.stop_reason = "stop_string";  // Engine::generate saw the callback stop it
   reply.finish();
   return st;
@@ -267,6 +270,7 @@ void run_in_process(const RunOptions& o, const std::vector<ImageFile>& images) {
   if (!o.chat) std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
   const GenerateStats st = generate_in_process(e, s, prompt, o, request ? &*request : nullptr, media.images);
+  if (quit::requested.load()) return;  // no figures for a run cut short: the engine stops now
   print_figures(st.tokens, st.decode_seconds, st.tok_per_s, st.prompt_tokens,
                 st.prefill_seconds, st.experts.hits, st.experts.misses, st.experts.bytes_read, h.expert_path(),
                 st.stop_reason, img);
@@ -332,7 +336,9 @@ void register_run_command(CLI::App& app) {
       ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   cmd->callback([o, cmd] {
     o->context_given = cmd->count("--ctx") > 0;
-    run_generate(*o);
+    // SIGINT/SIGTERM/SIGHUP end generation, then the private iod and run directory go, then
+    // this process by the signal.
+    quit::run_until_signal([&] { run_generate(*o); });
   });
 }
 

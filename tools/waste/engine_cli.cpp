@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "shared/ipc/shm_segment.h"
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 #include "shared/util/timeline.h"
+#include "tools/waste/quit_signals.h"
 
 namespace waste::cli {
 
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
+  o.command = cmd->get_name();
   cmd->add_option("model", o.model, "Container directory (.waste)")->required();
   cmd->add_option("--ctx", o.context, "Session context in tokens (4096)");
   cmd->add_option("--chunk", o.chunk, "Prefill chunk in tokens (128): each chunk fetches the union of its experts once");
@@ -93,13 +96,14 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
       const int saved_stdout = ::dup(1);
       if (saved_stdout >= 0) ::dup2(2, 1);
       try {
-        private_iod_.emplace(args, run);
+        private_iod_.emplace(args, run, 120, &quit::requested, o.command);
       } catch (...) {
         if (saved_stdout >= 0) ::dup2(saved_stdout, 1), ::close(saved_stdout);
         throw;
       }
       if (saved_stdout >= 0) ::dup2(saved_stdout, 1), ::close(saved_stdout);
       socket = private_iod_->socket_path();
+      iod_instance_id_ = ipc::instance_id_for(run);
       path_note_ = "private iod (" + iobench::find_iod_binary() + ")";
     }
     iod_experts_ = std::make_unique<IodExperts>(*iod_container_, socket);
@@ -120,7 +124,11 @@ EngineHandle::~EngineHandle() {
   engine_.reset();
   iod_experts_.reset();
   resident_.reset();
-  if (private_iod_) private_iod_->stop();  // the daemon writes its trace part as it exits
+  if (private_iod_) {
+    private_iod_->stop();  // the daemon writes its trace part as it exits
+    // A cleanly stopped iod has removed its segment; one killed after the grace period has not.
+    ipc::remove_instance_segments(iod_instance_id_);
+  }
   private_iod_.reset();
   tmp_run_dir_.reset();
   if (!timeline_.empty()) {

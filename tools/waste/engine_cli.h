@@ -18,6 +18,7 @@
 namespace waste::cli {
 
 struct EngineCliOptions {
+  std::string command;  // "run", "bench", "eval": opens messages (set by add_engine_options)
   std::string model;
   int64_t context = limits::kDefaultContextTokens;
   int chunk = 128;
@@ -38,8 +39,11 @@ struct EngineCliOptions {
 // Adds MODEL (positional) and the options above to `cmd`.
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o);
 
-// An opened engine and whatever serves its experts; stops a private iod on destruction (and
-// then writes the --timeline trace: compute's spans and the private iod's, one clock).
+// An opened engine and whatever serves its experts; stops a private iod on destruction (SIGKILL
+// after a grace period), removes its shared memory should it have been killed, and its temporary
+// run directory, then writes the --timeline trace (compute's spans and the private iod's, one
+// clock) and removes the parts. A quit signal (tools/waste/quit_signals.h) while the private iod
+// starts ends the wait at once (Error); the owner's destructors then do the rest.
 class EngineHandle {
  public:
   explicit EngineHandle(const EngineCliOptions& o);
@@ -55,6 +59,7 @@ class EngineHandle {
   // Declared before the iod that runs in it: removed after it stops, constructor throw included.
   std::optional<PrivateDir> tmp_run_dir_;
   std::optional<iobench::PrivateIod> private_iod_;
+  uint64_t iod_instance_id_ = 0;  // names the private iod's segment (ipc::instance_id_for of its run dir)
   std::unique_ptr<Container> iod_container_;  // the container the expert source reads/checks
   std::unique_ptr<IodExperts> iod_experts_;
   std::unique_ptr<ResidentExperts> resident_;

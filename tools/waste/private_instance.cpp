@@ -22,26 +22,7 @@ namespace waste::cli {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// SIGTERM, then SIGKILL when the child has not exited after `grace_s`; always reaps it.
-void terminate_child(pid_t& pid, double grace_s) {
-  if (pid <= 0) return;
-  ::kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
-  int st = 0;
-  while (::waitpid(pid, &st, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a child's exit, bounded by the deadline
-  }
-  pid = -1;
-}
-
-}  // namespace
+using iobench::terminate_child;  // SIGTERM, SIGKILL after a grace period, reaped
 
 std::string find_compute_binary() {
   if (const char* env = std::getenv("WASTE_COMPUTE"); env && *env) return env;
