@@ -39,6 +39,9 @@ struct KdaWeights {
 // 16, because K3's log decay (>= -5 per token) stays inside the range kda_chunked.cpp
 // factorises over 16 tokens.
 inline constexpr int kKdaPrefillChunk = 16;
+// The largest chunk accepted (Model::set_kda_chunk, --kda-chunk): past a prefill chunk's 128
+// tokens a chunk never fills, and each head's work buffers grow with its square.
+inline constexpr int kMaxKdaChunk = 256;
 
 // Allocates a zeroed state for one KDA layer.
 KdaState make_kda_state(const ModelConfig& c);

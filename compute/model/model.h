@@ -18,6 +18,7 @@
 #include "compute/model/kda.h"
 #include "compute/model/mla.h"
 #include "compute/model/profile.h"
+#include "shared/util/error.h"
 #include "compute/model/moe.h"
 #include "compute/model/rope.h"
 #include "compute/model/session.h"
@@ -105,7 +106,12 @@ class Model {
   LookaheadStats lookahead_stats() const;
   // Tokens per chunk of KDA's chunked prefill form (kda.h); 1 (the default): the recurrence,
   // bit-identical to token-by-token decode whatever the prefill chunk size.
-  void set_kda_chunk(int tokens) { kda_chunk_ = tokens < 1 ? 1 : tokens; }
+  // Throws Error outside [1, kMaxKdaChunk]: a value that is not run is refused, not clamped.
+  void set_kda_chunk(int tokens) {
+    require(tokens >= 1 && tokens <= kMaxKdaChunk,
+            "KDA chunk " + std::to_string(tokens) + " is outside 1.." + std::to_string(kMaxKdaChunk));
+    kda_chunk_ = tokens;
+  }
   int kda_chunk() const { return kda_chunk_; }
   // Adds each forward's phase times to *p (nullptr: off).
   void set_profile(PhaseTimes* p) { profile_ = p; }

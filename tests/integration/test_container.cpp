@@ -305,3 +305,70 @@ TEST_CASE("damaged VQ3R codebooks are found by verify and refused at load, namin
   CHECK(r.status == 1);
   CHECK_MESSAGE(r.output.find(what) != std::string::npos, r.output);
 }
+
+// Numbers out of an option's range are refused before anything runs, naming the option: never
+// clamped, wrapped or saturated, never an internal error (exit 2) such as a std::bad_alloc.
+TEST_CASE("waste run refuses out-of-range --kda-chunk, --ctx, --working-sets and --seed, naming them") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "range.waste", "--preset tiny-kimi-linear");
+  const std::pair<std::string, std::string> bad[] = {
+      {"--kda-chunk", "65536"}, {"--kda-chunk", "0"}, {"--kda-chunk", "-1"},
+      {"--ctx", "99999999999"}, {"--ctx", "0"}, {"--working-sets", "-1"}, {"--working-sets", "nan"},
+      {"--working-sets", "inf"}, {"--working-sets", "1e30"}, {"--seed", "-1"}, {"--seed", "99999999999999999999999"}};
+  for (const auto& [flag, value] : bad) {
+    CAPTURE(flag);
+    CAPTURE(value);
+    // `timeout` is the deadline a hang would hit (exit 124), not a timing claim.
+    auto r = run_command("timeout 60 " + waste_bin() + " run " + dir + " hi -n 1 --no-progress --private " + flag + " " + value);
+    CHECK(r.status != 0);
+    CHECK(r.status != 2);  // not an internal error
+    CHECK(r.status != 124);
+    CHECK_MESSAGE(r.output.find(flag + ":") != std::string::npos, r.output);
+    const bool names_value = r.output.find("'" + value + "'") != std::string::npos || r.output.find(" " + value + " ") != std::string::npos;
+    CHECK_MESSAGE(names_value, r.output);
+  }
+  // The ends of each range are taken.
+  for (const std::string ok : {"--kda-chunk 256", "--kda-chunk 1", "--working-sets 0.5", "--seed 18446744073709551615"}) {
+    CAPTURE(ok);
+    auto r = run_command("timeout 120 " + waste_bin() + " run " + dir + " hi -n 1 --no-progress --private " + ok);
+    CHECK_MESSAGE(r.status == 0, r.output);
+  }
+}
+
+TEST_CASE("waste bench bounds its counts and keeps them within --ctx; run's -n and --connect follow one rule") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "bench.waste", "--preset tiny-kimi-linear");
+  const std::string bench = "timeout 120 " + waste_bin() + " bench " + dir + " --no-iod --no-progress ";
+  const std::pair<std::string, std::string> refused[] = {
+      {"--prefill 2147483647", "--prefill:"}, {"-n 2147483647 --warmup 2147483647", "--tokens:"},
+      {"-n 10 --ctx 5", "do not fit --ctx 5"}, {"-n 16777216 --warmup 1", "exceed the largest --ctx"}};
+  for (const auto& [args, says] : refused) {
+    CAPTURE(args);
+    auto r = run_command(bench + args);
+    CHECK(r.status != 0);
+    CHECK(r.status != 2);  // not an internal error
+    CHECK_MESSAGE(r.output.find(says) != std::string::npos, r.output);
+  }
+  // Exactly --ctx: 10 decode tokens, no warmup.
+  auto fits = run_command(bench + "-n 10 --warmup 0 --ctx 10");
+  CHECK_MESSAGE(fits.status == 0, fits.output);
+  CHECK(fits.output.find("10 decode tokens") != std::string::npos);
+
+  const std::string run = "timeout 120 " + waste_bin() + " run " + dir + " hi --no-progress ";
+  // -1: until the context is full, the same way in this process as through an instance.
+  auto all = run_command(run + "--no-iod -n -1 --ctx 40");
+  CHECK_MESSAGE(all.status == 0, all.output);
+  CHECK_MESSAGE(all.output.find("stop: context") != std::string::npos, all.output);
+  for (const std::string where : {"--no-iod", "--connect /nonexistent"}) {
+    CAPTURE(where);
+    auto r = run_command(run + where + " -n -2");
+    CHECK(r.status == 1);
+    CHECK_MESSAGE(r.output.find("-n/--max-tokens -2") != std::string::npos, r.output);
+  }
+  // Engine options cannot apply to a running instance: refused by name, before connecting.
+  auto c = run_command(run + "--connect /nonexistent --kda-chunk 16 --chunk 1 --lookahead 0 --timeline /x");
+  CHECK(c.status == 1);
+  CHECK_MESSAGE(c.output.find("--kda-chunk, --chunk, --lookahead, --timeline describe an engine in this process") !=
+                    std::string::npos,
+                c.output);
+}

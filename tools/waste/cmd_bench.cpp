@@ -12,7 +12,9 @@
 #include "shared/stats/arithmetic.h"
 #include "shared/stats/json.h"
 #include "shared/util/error.h"
+#include "shared/util/option_limits.h"
 #include "tools/waste/commands.h"
+#include "tools/waste/option_checks.h"
 #include "tools/waste/engine_cli.h"
 #include "tools/waste/quit_signals.h"
 
@@ -25,6 +27,7 @@ struct BenchOptions {
   int tokens = 32, warmup = 2, prefill = 0;
   uint64_t seed = 1;
   bool json = false;
+  bool context_given = false;  // --ctx on the command line: the tokens must fit it
 };
 
 // iod's process CPU seconds so far (its stats RPC), or a negative value when not through iod.
@@ -51,15 +54,27 @@ IodCounts iod_counts(Engine& e) {
              : IodCounts{};
 }
 
-void run_bench(const BenchOptions& o) {
-  require(o.tokens >= 1 && o.warmup >= 0 && o.prefill >= 0, "bench: -n must be >= 1, --warmup and --prefill >= 0");
+void run_bench(const BenchOptions& given) {
+  BenchOptions o = given;
+  // Each count is bounded by its option (CLI::Range), so the sum cannot overflow in int64.
+  const int64_t total = int64_t(o.prefill) + o.warmup + o.tokens;
+  const std::string sum = "--prefill " + std::to_string(o.prefill) + " + --warmup " + std::to_string(o.warmup) +
+                             " + -n " + std::to_string(o.tokens) + " = " + std::to_string(total) + " tokens";
+  if (o.context_given) {
+    require(total <= o.engine.context, "bench: " + sum + " do not fit --ctx " + std::to_string(o.engine.context));
+  } else {
+    // Without --ctx the session (and a private iod's plan) grows to hold the benchmark's tokens.
+    require(total <= limits::kMaxContextTokens,
+            "bench: " + sum + " exceed the largest --ctx, " + std::to_string(limits::kMaxContextTokens));
+    o.engine.context = std::max<int64_t>(o.engine.context, total);
+  }
   EngineHandle h(o.engine);
   Engine& e = h.engine();
   const ModelConfig& c = e.config();
   std::mt19937_64 rng(o.seed);
   std::vector<int32_t> ids(size_t(o.prefill + o.tokens + o.warmup));
   for (auto& id : ids) id = int32_t(rng() % uint64_t(c.vocab));
-  Session s = e.new_session(std::max<int64_t>(o.engine.context, int64_t(ids.size()) + 1));
+  Session s = e.new_session(o.engine.context);
   std::vector<float> logits(size_t(c.vocab));
 
   // The prompt: chunks of --chunk through Engine::prefill, each chunk fetching the union of its
@@ -189,10 +204,15 @@ void register_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Decode speed and time per phase on a fixed pseudo-random token sequence");
   add_engine_options(cmd, o->engine);
-  cmd->add_option("-n,--tokens", o->tokens, "Decode tokens to time (32)");
-  cmd->add_option("--warmup", o->warmup, "Untimed decode tokens first (2)");
-  cmd->add_option("--prefill", o->prefill, "Time a prompt of this many ids through chunked prefill first (0: none)");
-  cmd->add_option("--seed", o->seed, "Seed of the token sequence");
+  const int max_tokens = int(limits::kMaxContextTokens);  // a count past the largest context cannot run
+  cmd->add_option("-n,--tokens", o->tokens, "Decode tokens to time (32)")->check(CLI::Range(1, max_tokens));
+  cmd->add_option("--warmup", o->warmup, "Untimed decode tokens first (2)")->check(CLI::Range(0, max_tokens));
+  cmd->add_option("--prefill", o->prefill, "Time a prompt of this many ids through chunked prefill first (0: none)")
+      ->check(CLI::Range(0, max_tokens));
+  cmd->footer(
+      "--prefill + --warmup + -n tokens go through one session: they must fit --ctx when it is given; without\n"
+      "--ctx the context is 4096 or their sum, whichever is larger.");
+  cmd->add_option("--seed", o->seed, "Seed of the token sequence (0 to 2^64-1)")->check(uint64_value());
   CLI::Option* resident =
       cmd->add_flag("--resident", o->engine.resident, "Read every expert into RAM first: compute only, no I/O");
   // Options of the expert path through iod (or of --no-iod's reads): --resident reads none that
@@ -207,7 +227,10 @@ void register_bench_command(CLI::App& app) {
                 "A private iod pre-warms from the container's usage file and updates it (default: cold start)")
       ->excludes(resident);
   // SIGINT/SIGTERM/SIGHUP: the private iod, run directory and timeline parts go, then this process.
-  cmd->callback([o] { quit::run_until_signal([&] { run_bench(*o); }); });
+  cmd->callback([o, cmd] {
+    o->context_given = cmd->count("--ctx") > 0;
+    quit::run_until_signal([&] { run_bench(*o); });
+  });
 }
 
 }  // namespace waste::cli

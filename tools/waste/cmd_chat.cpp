@@ -35,9 +35,11 @@
 #include "shared/image/image_budget.h"
 #include "shared/reply/reply_parser.h"
 #include "shared/util/error.h"
+#include "shared/util/option_limits.h"
 #include "shared/util/progress.h"
 #include "tools/libwaste/engine_client.h"
 #include "tools/waste/commands.h"
+#include "tools/waste/option_checks.h"
 #include "tools/waste/image_input.h"
 #include "tools/waste/private_instance.h"
 #include "tools/waste/quit_signals.h"
@@ -427,12 +429,13 @@ void register_chat_command(CLI::App& app) {
   cmd->add_option("--connect", o->connect, "Run directory, socket or host:port of the instance (default: the default run dir)");
   cmd->add_flag("--private", o->private_engine, "Always start a private instance of --model");
   cmd->add_option("--budget", o->budget, "Expert cache of a private instance (bytes: 4G, 900M; default: iod's plan)");
-  cmd->add_option("--ctx", o->context, "Session context in tokens (default: the instance's)");
+  cmd->add_option("--ctx", o->context, "Session context in tokens (default: the instance's; at most 16777216)")
+      ->check(CLI::Range(int64_t(0), limits::kMaxContextTokens));
   cmd->add_option("--system", o->system, "System message");
   cmd->add_option("-n,--max-tokens", o->sampling.max_tokens, "Tokens per reply at most (512)");
   cmd->add_option("--temp", o->sampling.temperature, "Temperature (0: greedy)");
   cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling (1: off)");
-  cmd->add_option("--seed", o->sampling.seed, "Sampling seed");
+  cmd->add_option("--seed", o->sampling.seed, "Sampling seed (0 to 2^64-1)")->check(uint64_value());
   cmd->add_flag("--stats", o->stats, "Print the engine's statistics after a one-shot reply");
   cmd->add_flag("--no-thinking", o->no_thinking, "Answer without thinking (K3: the prompt opens the response channel)");
   cmd->add_option("--image", o->images, "A PNG or JPEG for the first message, before its text (repeatable; as /image)");

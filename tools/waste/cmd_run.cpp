@@ -2,8 +2,9 @@
 // streams the generated text, then one line of figures (tokens, seconds, tok/s, expert
 // hits/misses, GB read) on stderr. Where it runs (tools/waste/running_instance.h):
 //  - `--connect W`: through the instance at W over Engine RPC (it must serve MODEL);
-//  - `--private`, `--run-dir`, `--no-iod`, `--budget`, `--slots`, `--working-sets`: the engine
-//    in this process (those options describe that private engine);
+//  - `--private`, `--run-dir`, `--no-iod`, `--budget`, `--slots`, `--working-sets`, and the
+//    engine's own `--kda-chunk`, `--chunk`, `--lookahead`, `--timeline`, `--pinned-reads`: the
+//    engine in this process (those options describe that private engine; refused with --connect);
 //  - otherwise through the instance at the default run directory when it answers and serves
 //    MODEL, else in this process (with a private waste-iod).
 // The reply is read the same way either way: through an instance compute reads it; in this
@@ -27,7 +28,9 @@
 #include "shared/reply/reply_parser.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/util/error.h"
+#include "shared/util/option_limits.h"
 #include "tools/waste/commands.h"
+#include "tools/waste/option_checks.h"
 #include "tools/waste/engine_cli.h"
 #include "tools/waste/image_input.h"
 #include "tools/waste/quit_signals.h"
@@ -47,6 +50,7 @@ struct RunOptions {
   std::string connect;
   bool private_engine = false;
   bool context_given = false;  // --ctx on the command line: asked of a running instance too
+  std::vector<std::string> in_process_flags;  // given options that describe an engine in this process
   std::vector<std::string> image_paths;  // --image (needs --chat)
   int image_patches = 0;                 // --image-patches; 0: the engine's default
 };
@@ -112,7 +116,6 @@ void run_connected(const RunOptions& o, RunningInstance& inst, const std::vector
     r.kind = client::Request::Kind::Text;
     r.text = o.prompt;
   }
-  require(o.sampling.max_tokens >= 0 && o.sampling.top_k >= 0, "run: --max-tokens and --top-k must be >= 0");
   r.max_tokens = uint32_t(o.sampling.max_tokens);
   r.temperature = o.sampling.temperature;
   r.top_k = uint32_t(o.sampling.top_k);
@@ -276,7 +279,18 @@ void run_in_process(const RunOptions& o, const std::vector<ImageFile>& images) {
                 st.stop_reason, img);
 }
 
-void run_generate(const RunOptions& o) {
+// -n -1: as many tokens as the context holds (generation then ends with stop "context"); the
+// instance bounds max_tokens to the same 2^24 (compute/server/request_decode.cpp).
+constexpr int kUntilContextFull = int(limits::kMaxContextTokens);
+
+void run_generate(const RunOptions& given) {
+  RunOptions o = given;
+  // One rule whichever way the engine runs.
+  require(o.sampling.max_tokens >= -1 && o.sampling.max_tokens <= kUntilContextFull,
+          "run: -n/--max-tokens " + std::to_string(o.sampling.max_tokens) +
+              ": must be -1 (until the context is full) or 0 to " + std::to_string(kUntilContextFull));
+  if (o.sampling.max_tokens == -1) o.sampling.max_tokens = kUntilContextFull;
+  require(o.sampling.top_k >= 0, "run: --top-k " + std::to_string(o.sampling.top_k) + ": must be >= 0 (0: off)");
   require(!o.no_thinking || o.chat, "run: --no-thinking needs --chat");
   require(!(!o.chat && !o.system.empty()), "run: --system needs --chat");
   // An image is a part of a chat message; a plain completion has nowhere to put it.
@@ -285,12 +299,15 @@ void run_generate(const RunOptions& o) {
   // Read and checked before any engine starts: a missing file or a bad image fails at once.
   std::vector<ImageFile> images;
   for (const std::string& p : o.image_paths) images.push_back(read_image_file(p));
-  const EngineCliOptions& e = o.engine;
-  const bool private_only = o.private_engine || e.no_iod || !e.run_dir.empty() || !e.budget.empty() || e.slots > 0 ||
-                            e.working_sets > 0;
-  require(!(private_only && !o.connect.empty()),
-          "run: --connect talks to a running instance; --private/--run-dir/--no-iod/--budget/--slots/--working-sets "
-          "describe an engine in this process: use one or the other");
+  // A running instance has its own engine: options that shape one in this process cannot apply
+  // to it, so any of them means this process (and, with --connect, an error naming them).
+  const bool private_only = !o.in_process_flags.empty();
+  if (private_only && !o.connect.empty()) {
+    std::string names;
+    for (const std::string& n : o.in_process_flags) names += (names.empty() ? "" : ", ") + n;
+    throw Error("run: --connect talks to a running instance; " + names +
+                " describe an engine in this process (a running instance keeps its own): use one or the other");
+  }
   if (!private_only) {
     if (auto inst = find_running_instance(o.connect, o.engine.model)) return run_connected(o, *inst, images);
   }
@@ -306,7 +323,8 @@ void register_run_command(CLI::App& app) {
       "Where it runs: with --connect W, through the instance at W (a run directory, socket or host:port; it must\n"
       "serve MODEL). Otherwise through the instance at the default run directory ($WASTE_RUN_DIR, else\n"
       "$XDG_RUNTIME_DIR/waste, else /tmp/waste-UID) when one answers there and serves MODEL; else (or with\n"
-      "--private, --run-dir, --no-iod, --budget, --slots, --working-sets) the engine runs in this process, with a\n"
+      "--private, --run-dir, --no-iod, --budget, --slots, --working-sets, --kda-chunk, --chunk, --lookahead,\n"
+      "--timeline, --pinned-reads: each is refused with --connect) the engine runs in this process, with a\n"
       "private waste-iod unless --run-dir has one or --no-iod. The text goes to stdout, the figures to stderr.\n"
       "--image FILE (with --chat, repeatable) puts a PNG or JPEG in the user message before the text; the model needs a\n"
       "vision tower; the figures then say how many prompt tokens the images took.\n"
@@ -316,13 +334,15 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--connect", o->connect, "Run through the running instance at this run directory / socket / host:port");
   cmd->add_flag("--private", o->private_engine, "Never use a running instance: run the engine in this process");
   cmd->add_option("prompt", o->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--max-tokens", o->sampling.max_tokens, "Tokens to generate at most (256)");
+  cmd->add_option("-n,--max-tokens", o->sampling.max_tokens,
+                  "Tokens to generate at most (256; -1: until the context is full; at most 16777216)");
   cmd->add_option("--temp", o->sampling.temperature, "Temperature (0: greedy)");
   cmd->add_option("--top-k", o->sampling.top_k, "Keep the k most likely tokens (0: off)");
   cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling mass (1: off)");
   cmd->add_option("--min-p", o->sampling.min_p, "Drop tokens below min_p x the top probability (0: off)");
   cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty, "Repetition penalty (1: off)");
-  cmd->add_option("--seed", o->sampling.seed, "Sampling seed (same seed, same text)");
+  cmd->add_option("--seed", o->sampling.seed, "Sampling seed, 0 to 2^64-1 (same seed, same text)")
+      ->check(uint64_value());
   cmd->add_option("--stop", o->sampling.stop, "Stop before this string (repeatable)");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (user turn + assistant prompt)");
   cmd->add_option("--system", o->system, "System message with --chat");
@@ -336,6 +356,9 @@ void register_run_command(CLI::App& app) {
       ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   cmd->callback([o, cmd] {
     o->context_given = cmd->count("--ctx") > 0;
+    for (const char* name : {"--private", "--run-dir", "--no-iod", "--budget", "--slots", "--working-sets", "--kda-chunk",
+                             "--chunk", "--lookahead", "--timeline", "--pinned-reads"})
+      if (cmd->count(name) > 0) o->in_process_flags.push_back(name);
     // SIGINT/SIGTERM/SIGHUP end generation, then the private iod and run directory go, then
     // this process by the signal.
     quit::run_until_signal([&] { run_generate(*o); });

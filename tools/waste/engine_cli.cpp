@@ -10,18 +10,27 @@
 #include "shared/util/error.h"
 #include "shared/util/progress.h"
 #include "shared/util/timeline.h"
+#include "tools/waste/option_checks.h"
 #include "tools/waste/quit_signals.h"
 
 namespace waste::cli {
 
+namespace {
+// More working sets than this hold more records than any model has experts (K3: 48 cover all).
+constexpr double kMaxWorkingSets = 1024;
+}  // namespace
+
 void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   o.command = cmd->get_name();
   cmd->add_option("model", o.model, "Container directory (.waste)")->required();
-  cmd->add_option("--ctx", o.context, "Session context in tokens (4096)");
+  namespace lim = limits;
+  cmd->add_option("--ctx", o.context, "Session context in tokens (4096; 1 to 16777216)")
+      ->check(CLI::Range(int64_t(1), lim::kMaxContextTokens));
   cmd->add_option("--chunk", o.chunk, "Prefill chunk in tokens (128): each chunk fetches the union of its experts once");
   cmd->add_option("--kda-chunk", o.kda_chunk,
-                  "KDA prefill: tokens per chunk of the chunked delta rule (16 is faster; 1, the default: the "
-                  "recurrence, logits independent of --chunk)");
+                  "KDA prefill: tokens per chunk of the chunked delta rule, 1 to " + std::to_string(kMaxKdaChunk) +
+                      " (16 is faster; 1, the default: the recurrence, logits independent of --chunk)")
+      ->check(CLI::Range(1, kMaxKdaChunk));
   cmd->add_option("--lookahead", o.lookahead, "Experts prefetched per token for the next layer (default top_k / 2, 0: off)");
   CLI::Option* no_iod = cmd->add_flag("--no-iod", o.no_iod, "Read experts in this process instead of through waste-iod");
   cmd->add_flag("--pinned-reads", o.pinned_reads,
@@ -34,7 +43,9 @@ void add_engine_options(CLI::App* cmd, EngineCliOptions& o) {
   CLI::Option* slots = cmd->add_option("--slots", o.slots, "Exact cache slots of a private iod (instead of --budget)");
   CLI::Option* sets = cmd->add_option(
       "--working-sets", o.working_sets,
-      "Private iod cache in token working sets (MoE layers x top_k records) beyond one layer in flight");
+      "Private iod cache in token working sets (MoE layers x top_k records) beyond one layer in flight (0 to " +
+          std::to_string(int(kMaxWorkingSets)) + ")");
+  sets->check(finite_range(0, kMaxWorkingSets));
   budget->excludes(slots)->excludes(sets);
   slots->excludes(sets);
   cmd->add_option("--timeline", o.timeline,
