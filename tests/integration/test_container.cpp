@@ -372,3 +372,25 @@ TEST_CASE("waste bench bounds its counts and keeps them within --ctx; run's -n a
                     std::string::npos,
                 c.output);
 }
+
+TEST_CASE("a private iod that refuses to start is reported with its reason and the options it was given") {
+  TempDir tmp;
+  const std::string dir = synth(tmp, "refuse.waste", "--preset tiny-kimi-linear");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--budget 1Q", "unknown unit 'Q'"}, {"--budget -5G", "size '-5G'"}, {"--slots 3", "--slots 3 is under the floor"}};
+  for (const std::string cmd : {" run ", " bench "}) {
+    for (const auto& [args, reason] : cases) {
+      CAPTURE(cmd);
+      CAPTURE(args);
+      const std::string tail = cmd == " run " ? " hi -n 1" : " -n 1";
+      auto r = run_command("timeout 120 " + waste_bin() + cmd + dir + tail + " --no-progress " + args);
+      CHECK(r.status == 1);
+      // The last line is the error: the command, iod's reason, and what it was given.
+      const std::string last = r.output.substr(r.output.rfind("waste: error:"));
+      CHECK_MESSAGE(last.find("error:" + cmd.substr(0, cmd.size() - 1) + ": the private iod") != std::string::npos, last);
+      CHECK_MESSAGE(last.find(reason) != std::string::npos, last);
+      CHECK_MESSAGE(last.find("[with " + args) != std::string::npos, last);
+      CHECK(last.find("iobench") == std::string::npos);
+    }
+  }
+}

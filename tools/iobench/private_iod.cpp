@@ -1,5 +1,6 @@
 #include "tools/iobench/private_iod.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -81,10 +82,18 @@ PrivateIod::PrivateIod(const std::vector<std::string>& args, const std::string& 
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  int out[2];
+  require(::pipe2(out, O_CLOEXEC) == 0, owner + ": pipe: " + std::strerror(errno));
   const pid_t parent = ::getpid();
   pid_ = ::fork();
-  require(pid_ >= 0, owner + ": fork: " + std::strerror(errno));
+  if (pid_ < 0) {
+    const int err = errno;
+    ::close(out[0]), ::close(out[1]);
+    throw Error(owner + ": fork: " + std::strerror(err));
+  }
   if (pid_ == 0) {
+    ::dup2(out[1], 1);  // dup2 clears O_CLOEXEC on the copies
+    ::dup2(out[1], 2);
     ::setpgid(0, 0);  // own process group: a terminal's Ctrl-C goes to the owner only
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the owner died without stopping us (SIGKILL): stop too
     if (::getppid() != parent) ::_exit(1);  // it died before the line above took effect
@@ -100,6 +109,9 @@ PrivateIod::PrivateIod(const std::vector<std::string>& args, const std::string& 
     if (::write(2, msg, sizeof msg - 1) < 0) {}
     ::_exit(127);
   }
+  ::close(out[1]);
+  // Ends at the daemon's exit (the pipe's last writer gone); joined by stop().
+  relay_ = std::thread([this, fd = out[0]] { relay_output(fd); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
     bool exited = false;
@@ -108,8 +120,8 @@ PrivateIod::PrivateIod(const std::vector<std::string>& args, const std::string& 
     if (wait_for_socket(socket_, pid_, std::min(0.2, std::max(0.0, left)), &exited)) return;
     if (exited) {
       pid_ = -1;  // reaped by wait_for_socket
-      throw Error(owner + ": the private iod (" + bin + ") exited before answering on " + socket_ +
-                  " (its reason is above)");
+      stop();     // joins the relay: all of its output is in
+      throw Error(owner + ": the private iod (" + bin + ") exited before answering: " + last_error_line());
     }
     if (abort && abort->load()) {
       stop();
@@ -123,7 +135,48 @@ PrivateIod::PrivateIod(const std::vector<std::string>& args, const std::string& 
   }
 }
 
-int PrivateIod::stop() { return terminate_child(pid_, kStopGraceSeconds); }
+int PrivateIod::stop() {
+  const int status = terminate_child(pid_, kStopGraceSeconds);
+  if (relay_.joinable()) relay_.join();
+  return status;
+}
+
+void PrivateIod::relay_output(int fd) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(2, buf + done, size_t(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;  // stderr is gone: the tail is still kept
+      done += w;
+    }
+    std::lock_guard<std::mutex> lock(tail_mutex_);
+    tail_.append(buf, size_t(n));
+    if (tail_.size() > 16384) tail_.erase(0, tail_.size() - 8192);  // the last lines are what matter
+  }
+  ::close(fd);
+}
+
+std::string PrivateIod::last_error_line() {
+  std::lock_guard<std::mutex> lock(tail_mutex_);
+  std::string last, last_error;
+  size_t at = 0;
+  while (at < tail_.size()) {
+    size_t end = tail_.find('\n', at);
+    if (end == std::string::npos) end = tail_.size();
+    std::string line = tail_.substr(at, end - at);
+    at = end + 1;
+    if (line.empty()) continue;
+    // "[12:00:00.000] [error] reason": the reason alone.
+    if (const size_t e = line.find("[error] "); e != std::string::npos) last_error = line.substr(e + 8);
+    last = line;
+  }
+  if (!last_error.empty()) return last_error;
+  return last.empty() ? "it printed nothing" : last;
+}
 
 PrivateIod::~PrivateIod() { stop(); }
 

@@ -2,12 +2,16 @@
 // binary in a fresh run directory, wait (bounded) until its socket accepts, SIGTERM it when done
 // (SIGKILL after a grace period). The daemon runs in its own process group, so that a Ctrl-C at
 // the terminal reaches only its owner, which stops it in order; and it gets SIGTERM when its
-// owner dies without stopping it (PR_SET_PDEATHSIG).
+// owner dies without stopping it (PR_SET_PDEATHSIG). Its output (stdout and stderr) is passed
+// on to the owner's stderr by a thread that keeps the last lines, so that a daemon that exits
+// while starting is reported with its own reason.
 #pragma once
 #include <sys/types.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace waste::iobench {
@@ -23,7 +27,8 @@ class PrivateIod {
  public:
   // args: everything after the binary except --run-dir, which this adds. Throws Error when the
   // daemon exits or does not answer within timeout_s, or when *abort turns true while waiting (a
-  // signal); the daemon is stopped first. `owner` opens those messages ("run", "iobench").
+  // signal); the daemon is stopped first. `owner` opens those messages ("run", "iobench"); when the
+  // daemon exited, the message ends with its last error line.
   PrivateIod(const std::vector<std::string>& args, const std::string& run_dir, double timeout_s = 120,
              const std::atomic<bool>* abort = nullptr, const std::string& owner = "iobench");
   ~PrivateIod();  // stop()
@@ -37,8 +42,14 @@ class PrivateIod {
   static constexpr double kStopGraceSeconds = 20;
 
  private:
+  void relay_output(int fd);  // the reader thread: the daemon's output to fd 2, keeping the tail
+  std::string last_error_line();  // after the relay ended: the daemon's last "[error]" (else last) line
+
   pid_t pid_ = -1;
   std::string socket_;
+  std::thread relay_;
+  std::mutex tail_mutex_;
+  std::string tail_;  // the end of the daemon's output (bounded)
 };
 
 // Polls until a unix socket accepts a connection, the process exits, or timeout passes.

@@ -101,18 +101,19 @@ EngineHandle::EngineHandle(const EngineCliOptions& o) {
         iod_timeline_ = timeline_ + ".iod.part";
         args.insert(args.end(), {"--timeline", iod_timeline_});
       }
-      // The daemon logs to its stdout; point the child's stdout at our stderr so that command
-      // output (`--json`, generated text) stays clean. fd 1 is swapped only around the fork.
-      std::fflush(stdout);
-      const int saved_stdout = ::dup(1);
-      if (saved_stdout >= 0) ::dup2(2, 1);
+      // The daemon's log reaches our stderr through PrivateIod (command output, `--json` or
+      // generated text, stays clean on stdout). When it refuses to start, the options this
+      // command passed on are named with its reason (a bad --budget, --slots or --ctx).
       try {
         private_iod_.emplace(args, run, 120, &quit::requested, o.command);
-      } catch (...) {
-        if (saved_stdout >= 0) ::dup2(saved_stdout, 1), ::close(saved_stdout);
-        throw;
+      } catch (const Error& e) {
+        std::string given;
+        if (o.slots > 0) given += " --slots " + std::to_string(o.slots);
+        if (o.working_sets > 0) given += " --working-sets " + short_number(o.working_sets) + " (" + std::to_string(slots) + " slots)";
+        if (!o.budget.empty()) given += " --budget " + o.budget;
+        given += " --ctx " + std::to_string(o.context);
+        throw Error(std::string(e.what()) + " [with" + given + "]");
       }
-      if (saved_stdout >= 0) ::dup2(saved_stdout, 1), ::close(saved_stdout);
       socket = private_iod_->socket_path();
       iod_instance_id_ = ipc::instance_id_for(run);
       path_note_ = "private iod (" + iobench::find_iod_binary() + ")";
