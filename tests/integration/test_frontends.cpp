@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -348,6 +349,29 @@ TEST_CASE("waste run --private: SIGTERM, SIGHUP and SIGINT mid-generation stop i
     // No figures line: the run was cut short, not finished.
     CHECK(run.err().find(" tok/s ") == std::string::npos);
   }
+}
+
+TEST_CASE("waste bench: SIGTERM mid-decode stops its private iod and leaves no run directory or timeline part") {
+  TempDir models;
+  const std::string model = models / "tiny.waste";
+  synth_model(model, "--preset tiny-kimi-linear");
+  TempDir tmp, out;
+  const std::string trace = out / "T.json";
+  ChildProcess bench({waste_bin(), "bench", model, "-n", "150000", "--ctx", "200000", "--no-progress", "--timeline", trace},
+                     {{"TMPDIR", tmp.path()}});
+  REQUIRE(bench.started());
+  // Compute's part appears once the engine is up, just before the decode loop (bench prints
+  // nothing until it ends): polled with a deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(trace + ".compute.part") && std::chrono::steady_clock::now() < deadline) ::usleep(10000);
+  REQUIRE_MESSAGE(fs::exists(trace + ".compute.part"), bench.err());
+  const std::vector<int> iods = iods_under(tmp.path());
+  REQUIRE(iods.size() == 1);
+  bench.signal(SIGTERM);
+  CHECK(bench.wait_exit(60) == 128 + SIGTERM);
+  CHECK_FALSE(alive(iods[0]));
+  CHECK_MESSAGE(fs::is_empty(tmp.path()), bench.err());
+  for (const auto& e : fs::directory_iterator(out.path())) CHECK_MESSAGE(e.path().extension() != ".part", e.path());
 }
 
 // K3 replies start inside the think channel: `waste run --chat` in this process (InProcessReply
