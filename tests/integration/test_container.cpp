@@ -394,3 +394,14 @@ TEST_CASE("a private iod that refuses to start is reported with its reason and t
     }
   }
 }
+
+TEST_CASE("waste chat refuses an out-of-range -n and --seed by name, before looking for an instance") {
+  for (const std::string args : {"-n -2", "-n 99999999999", "--seed -1", "--seed 99999999999999999999999", "--ctx 99999999999"}) {
+    CAPTURE(args);
+    auto r = run_command("timeout 60 " + waste_bin() + " chat --model /nonexistent.waste " + args + " hi");
+    CHECK(r.status != 0);
+    CHECK(r.status != 2);
+    const std::string flag = args.substr(0, args.find(' ')) == "-n" ? "--max-tokens:" : args.substr(0, args.find(' ')) + ":";
+    CHECK_MESSAGE(r.output.find(flag) != std::string::npos, r.output);
+  }
+}

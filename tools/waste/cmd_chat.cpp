@@ -202,6 +202,7 @@ class LineReader {
 
 struct ChatOptions {
   std::string connect, model, budget, prompt, system;
+  int max_tokens = 512;  // -n: -1 (until the context is full) or 0..2^24; into sampling.max_tokens
   uint32_t context = 0;
   client::Request sampling;
   bool stats = false, private_engine = false;
@@ -411,7 +412,6 @@ int run_chat(const ChatOptions& o) {
 
 void register_chat_command(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
-  o->sampling.max_tokens = 512;
   CLI::App* cmd = app.add_subcommand("chat", "Chat with a running instance (waste up), or a private one of --model M");
   cmd->footer(
       "Where it talks to: with --connect W, the instance at W (a run directory, socket or host:port; with --model\n"
@@ -432,7 +432,11 @@ void register_chat_command(CLI::App& app) {
   cmd->add_option("--ctx", o->context, "Session context in tokens (default: the instance's; at most 16777216)")
       ->check(CLI::Range(int64_t(0), limits::kMaxContextTokens));
   cmd->add_option("--system", o->system, "System message");
-  cmd->add_option("-n,--max-tokens", o->sampling.max_tokens, "Tokens per reply at most (512)");
+  // An int, not the request's uint32_t: CLI11 would wrap "-1" there. -1 means what it means for
+  // `waste run`: until the context is full (compute bounds max_tokens to 2^24 as well).
+  cmd->add_option("-n,--max-tokens", o->max_tokens,
+                  "Tokens per reply at most (512; -1: until the context is full; at most 16777216)")
+      ->check(CLI::Range(-1, int(limits::kMaxContextTokens)));
   cmd->add_option("--temp", o->sampling.temperature, "Temperature (0: greedy)");
   cmd->add_option("--top-p", o->sampling.top_p, "Nucleus sampling (1: off)");
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed (0 to 2^64-1)")->check(uint64_value());
@@ -443,6 +447,7 @@ void register_chat_command(CLI::App& app) {
                   "Patch budget per image (default: the instance's, 1024: at most 256 image tokens)")
       ->check(CLI::Range(waste::kMinImagePatches, waste::kMaxImagePatches));
   cmd->callback([o] {
+    o->sampling.max_tokens = uint32_t(o->max_tokens == -1 ? limits::kMaxContextTokens : o->max_tokens);
     const int sig = run_chat(*o);
     if (sig != 0) {
       // Everything is stopped and removed: now end the way the signal would have.
