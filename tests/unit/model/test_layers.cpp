@@ -162,6 +162,14 @@ TEST_CASE("prefill equals token-by-token decode, sessions are independent, bound
 
     // kda_chunk 1 (the default): prefill runs KDA's recurrence, the same float sums as decode.
     // The chunked form only reorders sums: same argmax, differences of float rounding.
+    // Outside 1..kMaxKdaChunk is refused, never clamped: the chunk in use stays as it was.
+    for (int bad : {0, -1, kMaxKdaChunk + 1, 65536}) {
+      CAPTURE(bad);
+      CHECK_THROWS_AS(model.set_kda_chunk(bad), Error);
+      CHECK(model.kda_chunk() == 1);
+    }
+    model.set_kda_chunk(kMaxKdaChunk);
+    CHECK(model.kda_chunk() == kMaxKdaChunk);
     for (int kda_chunk : {1, kKdaPrefillChunk}) {
       CAPTURE(kda_chunk);
       model.set_kda_chunk(kda_chunk);
