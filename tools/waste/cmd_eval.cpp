@@ -11,6 +11,7 @@
 #include "shared/util/file.h"
 #include "tools/waste/commands.h"
 #include "tools/waste/engine_cli.h"
+#include "tools/waste/quit_signals.h"
 
 namespace waste::cli {
 
@@ -113,6 +114,7 @@ void run_eval(const EvalOptions& o) {
     e.step_all(s, ids, logits.data(), prompt.images);
   else
     e.prefill(s, ids, logits.data(), LogitRows::All, prompt.images);
+  if (quit::requested.load()) return;  // a signal came during the forward: no logits file, no figures
   write_file_atomic(o.logits, logits.data(), logits.size() * sizeof(float));
   std::fprintf(stderr, "wrote %zu x %zu logits to %s (%s, experts: %s)\n", ids.size(), V, o.logits.c_str(),
                o.step ? "decode steps" : "prefill", h.expert_path().c_str());
@@ -138,7 +140,9 @@ void register_eval_command(CLI::App& app) {
   cmd->add_option("--image-patches", o->image_patches, "Patch budget per image (default 1024)");
   cmd->add_flag("--step", o->step, "One token at a time through the decode path (default: one prefill)");
   cmd->add_option("--reference", o->reference, "Compare with this f32 file: max |diff| and top-1 agreement");
-  cmd->callback([o] { run_eval(*o); });
+  // SIGINT/SIGTERM/SIGHUP: once the forward in progress ends, the private iod and its run
+  // directory go, then this process by the signal.
+  cmd->callback([o] { quit::run_until_signal([&] { run_eval(*o); }); });
 }
 
 }  // namespace waste::cli
