@@ -1,6 +1,7 @@
 #include "shared/util/file.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,14 +140,73 @@ std::string read_file_text(const std::string& path, uint64_t max_bytes) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t n) {
-  std::string tmp = path + ".tmp";
-  {
-    File f(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    f.write_all(data, n);
-    f.fsync();
+namespace {
+
+// A name beside `path` that no one can guess in advance: path + ".tmp-" + 16 random hex digits.
+// The old fixed name (path + ".tmp") let anyone who can write the directory plant a symlink
+// there and have the write go through it to a file of their choosing.
+std::string unpredictable_temp_name(const std::string& path) {
+  uint8_t r[8];
+  size_t got = 0;
+  while (got < sizeof r) {
+    const ssize_t k = ::getrandom(r + got, sizeof r - got, 0);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path + ": cannot get random bytes for a temporary name: " + errno_text());
+    }
+    got += size_t(k);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": rename failed: " + errno_text());
+  static const char hex[] = "0123456789abcdef";
+  std::string name = path + ".tmp-";
+  for (uint8_t b : r) {
+    name += hex[b >> 4];
+    name += hex[b & 15];
+  }
+  return name;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+  // The temporary is created fresh: O_EXCL (never an existing file, never through a symlink),
+  // O_NOFOLLOW (says the same for the last component should O_EXCL ever be dropped), under an
+  // unpredictable name, so nothing planted in the directory beforehand is written through. A
+  // name that exists already (chance, or someone who guessed) is never reused: a few fresh names
+  // are tried, then the error names the path.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    tmp = unpredictable_temp_name(path);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) throw Error(path + ": cannot create a temporary file beside it (" + tmp + "): " + errno_text());
+  // From here on the temporary is ours, and every way out that does not rename it removes it: a
+  // failed write (disk full), fsync or rename (the target a directory) leaves no stray file. The
+  // writes go to the descriptor created above, never to the name opened again (the name could
+  // have been swapped in between).
+  try {
+    const auto* p = static_cast<const uint8_t*>(data);
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t r = ::write(fd, p + done, n - done);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        throw Error(path + ": write of the temporary " + tmp + " failed: " + errno_text());
+      }
+      done += size_t(r);
+    }
+    // Durable before the rename, so a crash leaves the old file or the whole new one.
+    if (::fsync(fd) != 0) throw Error(path + ": fsync of the temporary " + tmp + " failed: " + errno_text());
+    const int closed = ::close(fd);
+    fd = -1;
+    if (closed != 0) throw Error(path + ": close of the temporary " + tmp + " failed: " + errno_text());
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(path + ": rename failed: " + errno_text());
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
 }
 
 bool path_exists(const std::string& path) {

@@ -38,7 +38,10 @@ class File {
 
 std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes);
 std::string read_file_text(const std::string& path, uint64_t max_bytes);
-// Writes to path.tmp, fsyncs and renames, so a crash never leaves a half-written file.
+// Writes to a fresh temporary beside path (an unpredictable name, created O_EXCL | O_NOFOLLOW, so
+// never through a symlink planted in the directory), fsyncs and renames it over path, so a crash
+// never leaves a half-written file. On any failure the temporary is removed and the Error names
+// path. A symlink at path itself is replaced, not followed.
 void write_file_atomic(const std::string& path, const void* data, size_t n);
 bool path_exists(const std::string& path);
 // Opens a FIFO this user owns for reading without blocking (O_RDWR | O_NONBLOCK, never through a
