@@ -159,41 +159,55 @@ std::string preset_config_json(const std::string& name, const PresetOverrides& o
     for (const auto& n : preset_names()) all += (all.empty() ? "" : ", ") + n;
     throw Error("unknown preset '" + name + "' (presets: " + all + ")");
   }
+  // A value that was given but makes no shape is the caller's mistake: say so, naming the flag,
+  // rather than fall back to the preset's value (what 0 and negative values used to do).
+  auto at_least_one = [](const char* flag, const std::optional<int>& v) {
+    if (v && *v < 1) throw Error(std::string(flag) + " must be at least 1, not " + std::to_string(*v));
+  };
+  at_least_one("--layers", o.layers);
+  at_least_one("--experts", o.experts);
+  at_least_one("--hidden", o.hidden);
+  at_least_one("--moe-intermediate", o.moe_intermediate);
+  at_least_one("--vocab", o.vocab);
   json& t = c.contains("text_config") ? c["text_config"] : c;
   const bool kimi = t.contains("linear_attn_config");
-  if (o.layers > 0) {
-    if (o.layers > kMaxDecoderLayers) throw Error("--layers must be at most " + std::to_string(kMaxDecoderLayers));
+  if (o.layers) {
+    const int layers = *o.layers;
+    if (layers > kMaxDecoderLayers)
+      throw Error("--layers must be at most " + std::to_string(kMaxDecoderLayers) + ", not " + std::to_string(layers));
     if (kimi) {
       // Keep the family's pattern: MLA every 4th layer (1-based), KDA elsewhere.
-      set_kimi_layers(t, o.layers, [](int l) { return l % 4 == 0; });
+      set_kimi_layers(t, layers, [](int l) { return l % 4 == 0; });
     } else {
-      t["num_hidden_layers"] = o.layers;
+      t["num_hidden_layers"] = layers;
     }
   }
-  if (o.experts > 0) {
-    t[kimi ? "num_experts" : "n_routed_experts"] = o.experts;
+  if (o.experts) {
+    const int experts = *o.experts;
+    t[kimi ? "num_experts" : "n_routed_experts"] = experts;
     const char* k = kimi ? "num_experts_per_token" : "num_experts_per_tok";
-    if (t[k].get<int>() > o.experts) t[k] = o.experts;
-    if (!kimi && o.experts % t["n_group"].get<int>() != 0) {
+    if (t[k].get<int>() > experts) t[k] = experts;
+    if (!kimi && experts % t["n_group"].get<int>() != 0) {
       t["n_group"] = 1;
       t["topk_group"] = 1;
     }
   }
-  if (o.hidden > 0) {
-    t["hidden_size"] = o.hidden;
+  if (o.hidden) {
+    t["hidden_size"] = *o.hidden;
     // The projector's output is a row of the text model's input.
-    if (c.contains("vision_config")) c["vision_config"]["text_hidden_size"] = o.hidden;
+    if (c.contains("vision_config")) c["vision_config"]["text_hidden_size"] = *o.hidden;
   }
-  if (o.moe_intermediate > 0) t["moe_intermediate_size"] = o.moe_intermediate;
-  if (o.vocab > 0) {
+  if (o.moe_intermediate) t["moe_intermediate_size"] = *o.moe_intermediate;
+  if (o.vocab) {
     // Special ids sit at the top of the vocabulary: move them with it.
+    const int vocab = *o.vocab;
     int old_vocab = t["vocab_size"].get<int>();
-    t["vocab_size"] = o.vocab;
+    t["vocab_size"] = vocab;
     std::vector<json*> objects{&c};
     if (&t != &c) objects.push_back(&t);
     for (json* j : objects)
       for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id", "media_placeholder_token_id"})
-        if (j->contains(k) && (*j)[k].is_number_integer()) (*j)[k] = (*j)[k].get<int>() - old_vocab + o.vocab;
+        if (j->contains(k) && (*j)[k].is_number_integer()) (*j)[k] = (*j)[k].get<int>() - old_vocab + vocab;
   }
   return c.dump(1);
 }

@@ -202,3 +202,53 @@ TEST_CASE("preset overrides") {
   CHECK_EQ(c.eos, 8192 - 163840 + 163586);
   CHECK_THROWS_AS(preset_config_json("nope"), Error);
 }
+
+TEST_CASE("preset overrides: a value given out of range is an error naming the flag, not the default") {
+  // --layers 0 and --experts -1 used to be taken as "not given" and wrote the preset's shape.
+  auto error_of = [](const PresetOverrides& o) {
+    try {
+      preset_config_json("tiny-k3", o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  PresetOverrides o;
+  o.layers = 0;
+  CHECK(error_of(o) == "--layers must be at least 1, not 0");
+  o = {};
+  o.layers = -3;
+  CHECK(error_of(o) == "--layers must be at least 1, not -3");
+  o = {};
+  o.layers = kMaxDecoderLayers + 1;
+  CHECK(error_of(o) == "--layers must be at most " + std::to_string(kMaxDecoderLayers) + ", not " +
+                           std::to_string(kMaxDecoderLayers + 1));
+  o = {};
+  o.experts = -1;
+  CHECK(error_of(o) == "--experts must be at least 1, not -1");
+  o = {};
+  o.experts = 0;
+  CHECK(error_of(o) == "--experts must be at least 1, not 0");
+  o = {};
+  o.hidden = 0;
+  CHECK(error_of(o) == "--hidden must be at least 1, not 0");
+  o = {};
+  o.moe_intermediate = -7;
+  CHECK(error_of(o) == "--moe-intermediate must be at least 1, not -7");
+  o = {};
+  o.vocab = 0;
+  CHECK(error_of(o) == "--vocab must be at least 1, not 0");
+
+  // Not given keeps the preset's values; the smallest values given are taken as given.
+  const ModelConfig base = ModelConfig::from_json(preset_config_json("tiny-k3", {}), "base");
+  CHECK(base.n_layers > 1);
+  CHECK(base.n_experts > 1);
+  o = {};
+  o.layers = 1;
+  o.experts = 1;
+  const ModelConfig one = ModelConfig::from_json(preset_config_json("tiny-k3", o), "one");
+  CHECK_EQ(one.n_layers, 1);
+  CHECK_EQ(one.n_experts, 1);
+  CHECK_EQ(one.hidden, base.hidden);
+  CHECK_EQ(one.vocab, base.vocab);
+}
