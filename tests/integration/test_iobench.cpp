@@ -214,6 +214,10 @@ TEST_CASE("waste iobench --read-records reads the listed records in order and ti
   refused("\n" + std::to_string(layers[0].layer) + " 1 9\n", "bad.txt:2: expected 'layer expert'");
   refused("9999 0\n", "bad.txt:1: layer 9999 has no routed experts");
   refused("# nothing\n", "no records");
+  // Strict numbers: not narrowed (4294967297 was read as layer 1), and a line that does not start
+  // with a number is not skipped as if blank.
+  refused(std::to_string(layers[0].layer) + " 0\n4294967297 5\n", "bad.txt:2: layer 4294967297 is out of range");
+  refused(std::to_string(layers[0].layer) + " 0\nx y\n", "bad.txt:2: expected 'layer expert'");
   // The trace replay's options are refused with --read-records, not ignored; --timed-last alone too.
   for (const std::string& extra : std::vector<std::string>{"--rounds 3", "--trace " + list, "--lookahead 2", "--simulate", "--cache-ws 2"}) {
     auto b = run_command(waste_bin() + " iobench " + model + " --read-records " + list + " " + extra + " --io " + io);

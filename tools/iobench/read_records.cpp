@@ -7,7 +7,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,40 +14,33 @@
 #include "shared/platform/direct_io.h"
 #include "shared/util/error.h"
 #include "tools/iobench/record_ages.h"
+#include "tools/iobench/record_list.h"
 #include "tools/iobench/replay.h"
 
 namespace waste::iobench {
 
 namespace {
 
-// "layer expert" per line (container layer ids; '#' starts a comment), each checked against
-// the container: an unknown layer or an expert past its bank is an error naming the line.
+// "layer expert" per line (the format and its strict parsing: record_list.h), each checked
+// against the container: an unknown layer or an expert past its bank is an error naming the line.
 std::vector<RecordRef> read_record_list(const std::string& path, const Container& c) {
-  std::map<int, std::pair<uint32_t, uint32_t>> bank_of;  // layer -> (MoE position, experts)
+  // Keyed by the 32-bit id as written, so no listed layer is narrowed into another one.
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> bank_of;  // layer -> (MoE position, experts)
   const auto& layers = c.expert_layers();
-  for (size_t i = 0; i < layers.size(); ++i) bank_of[layers[i].layer] = {uint32_t(i), layers[i].expert_count};
+  for (size_t i = 0; i < layers.size(); ++i) bank_of[uint32_t(layers[i].layer)] = {uint32_t(i), layers[i].expert_count};
   std::ifstream f(path);
   require(bool(f), "iobench: --read-records " + path + ": cannot open");
-  std::vector<RecordRef> out;
-  std::string line;
   // Bounded: a list longer than this is not a run's reads (a K3 run reads a few thousand).
   constexpr size_t kMaxRecords = size_t(1) << 24;
-  for (size_t n = 1; std::getline(f, line); ++n) {
-    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    std::istringstream in(line);
-    long long layer = 0, expert = 0;
-    std::string rest;
-    if (!(in >> layer)) continue;  // blank line
-    require(bool(in >> expert) && !(in >> rest),
-            path + ":" + std::to_string(n) + ": expected 'layer expert', got '" + line + "'");
-    const auto it = bank_of.find(int(layer));
-    require(it != bank_of.end(), path + ":" + std::to_string(n) + ": layer " + std::to_string(layer) +
-                                     " has no routed experts in " + c.dir());
-    require(expert >= 0 && uint64_t(expert) < it->second.second,
-            path + ":" + std::to_string(n) + ": expert " + std::to_string(expert) + " of layer " +
-                std::to_string(layer) + " is past its " + std::to_string(it->second.second) + " records");
-    require(out.size() < kMaxRecords, path + ": more than " + std::to_string(kMaxRecords) + " records");
-    out.push_back({it->second.first, uint32_t(expert)});
+  std::vector<RecordRef> out;
+  for (const ListedRecord& r : parse_record_list(f, path, kMaxRecords)) {
+    const std::string where = path + ":" + std::to_string(r.line) + ": ";
+    const auto it = bank_of.find(r.layer);
+    require(it != bank_of.end(), where + "layer " + std::to_string(r.layer) + " has no routed experts in " + c.dir());
+    require(r.expert < it->second.second, where + "expert " + std::to_string(r.expert) + " of layer " +
+                                              std::to_string(r.layer) + " is past its " +
+                                              std::to_string(it->second.second) + " records");
+    out.push_back({it->second.first, r.expert});
   }
   require(!out.empty(), "iobench: --read-records " + path + ": no records");
   return out;
