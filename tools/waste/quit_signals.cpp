@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -21,8 +22,18 @@ namespace {
 int g_wake[2] = {-1, -1};  // self-pipe: wakes chat's prompt poll()
 
 void on_signal(int sig) {
+  const int saved_errno = errno;  // write() below may change it under the interrupted code
   if (sig == SIGINT && generating.load()) {
     cancel.store(true);
+    errno = saved_errno;
+    return;
+  }
+  // A second quit signal while the first waits for a long step (loading the trunk, a prompt's
+  // prefill, eval's forward) to end: the user means now. The default action ends the process
+  // (a private iod follows through its parent-death signal); both calls are async-signal-safe.
+  if (requested.load()) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
     return;
   }
   signal_number.store(sig);
@@ -33,6 +44,7 @@ void on_signal(int sig) {
     if (::write(g_wake[1], &c, 1) < 0) {
     }  // the pipe is full: a wake-up is pending anyway
   }
+  errno = saved_errno;
 }
 
 }  // namespace
@@ -45,9 +57,13 @@ void install(Syscalls s) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = s == Syscalls::Restarted ? SA_RESTART : 0;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGHUP, &sa, nullptr);  // the terminal closed: leave the same way
+  // SIGHUP: the terminal closed, leave the same way. A signal the caller set to be ignored
+  // stays ignored (nohup, or a shell's background job that must survive its Ctrl-C).
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 void exit_by_signal(int sig) {
