@@ -1,6 +1,7 @@
 #include "tools/iobench/private_iod.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -142,6 +143,13 @@ int PrivateIod::stop() {
 }
 
 void PrivateIod::relay_output(int fd) {
+  // A closed stderr (`waste bench 2>&1 | head`) must make write() fail with EPIPE here, not kill
+  // the process with SIGPIPE before it has stopped its iod: SIGPIPE is directed at the writing
+  // thread, so blocking it in this thread alone is enough.
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
