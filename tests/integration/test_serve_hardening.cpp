@@ -14,6 +14,7 @@
 #include <chrono>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "tests/support/child_process.h"
@@ -505,12 +506,11 @@ TEST_CASE("serve: chunked, compressed, length-less and multipart bodies are refu
   auto raw = [&](const std::string& headers, const std::string& body) {
     const int fd = connect_from("127.0.0.1", serve.port);
     REQUIRE(fd >= 0);
-    const auto t0 = Clock::now();
     send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + headers + "\r\n" + body);
     bool closed = false;
     const std::string reply = read_to_close(fd, 20, &closed);
     ::close(fd);
-    CHECK_MESSAGE(since(t0) < 5, reply);  // not a read deadline's 408
+    CHECK_MESSAGE(closed, reply);  // the connection ends after a refusal
     return reply;
   };
   auto status_of = [](const std::string& reply) { return reply.size() > 12 ? std::stoi(reply.substr(9, 3)) : 0; };
@@ -527,8 +527,12 @@ TEST_CASE("serve: chunked, compressed, length-less and multipart bodies are refu
   reply = raw("Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 10\r\n", "0123456789");
   CHECK_MESSAGE(status_of(reply) == 415, reply);
   CHECK(error_of(reply)["param"] == "Content-Encoding");
-  reply = raw("Content-Type: application/json\r\n", "");  // no length: no body, at once
+  reply = raw("Content-Type: application/json\r\n", "");  // no length: no body, no read deadline's 408
   CHECK_MESSAGE(status_of(reply) == 411, reply);
+  // Expect: 100-continue gets the refusal instead of the 100, before the body is sent.
+  reply = raw("Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n", "");
+  CHECK_MESSAGE(status_of(reply) == 415, reply);
+  CHECK_MESSAGE(reply.find(" 100 ") == std::string::npos, reply);
   reply = raw("Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 4\r\n", "--b\n");
   CHECK_MESSAGE(status_of(reply) == 415, reply);
   CHECK(error_of(reply)["param"] == "Content-Type");
@@ -602,15 +606,15 @@ TEST_CASE("serve: max_tokens twice, stream_options, tool and schema field types,
                     {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", "maybe"}, {"schema", schema}}}}}}),
               400, "response_format.json_schema.strict");
 
-  // Sampling without a seed: calls differ (12 tokens of random weights at temperature 1: the
-  // same reply twice would be a fixed seed). The same seed still repeats.
-  std::vector<std::string> replies;
-  for (int i = 0; i < 2; ++i) {
+  // Sampling without a seed: calls differ (three replies of 12 tokens of random weights at
+  // temperature 1 all alike would be a fixed seed). The same seed still repeats.
+  std::set<std::string> replies;
+  for (int i = 0; i < 3; ++i) {
     const Http h = with({{"max_tokens", 12}, {"temperature", 1.0}});
     REQUIRE_MESSAGE(h.status == 200, h.body);
-    replies.push_back(json::parse(h.body)["choices"][0]["message"].dump());
+    replies.insert(json::parse(h.body)["choices"][0]["message"].dump());
   }
-  CHECK(replies[0] != replies[1]);
+  CHECK(replies.size() > 1);
   const Http s1 = with({{"max_tokens", 12}, {"temperature", 1.0}, {"seed", 5}});
   const Http s2 = with({{"max_tokens", 12}, {"temperature", 1.0}, {"seed", 5}});
   CHECK(json::parse(s1.body)["choices"][0]["message"] == json::parse(s2.body)["choices"][0]["message"]);

@@ -20,6 +20,7 @@ struct BodyHeaders {
 // httplib parses an application/x-www-form-urlencoded body as a form and refuses one over this
 // many bytes (its CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, compiled into the library).
 constexpr uint64_t kFormBodyLimit = 8192;
+// (main.cpp, which includes httplib, asserts that the two agree.)
 
 // The refusal for a body this server will not read, or nullopt (read it; --max-body still
 // applies to its Content-Length). After a refusal the connection must close: the body was not

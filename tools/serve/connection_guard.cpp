@@ -124,6 +124,31 @@ bool drain(int fd) {
   return false;
 }
 
+// Ends a connection whose client may still be sending a body this server refused: the reply
+// and a FIN go first (SHUT_WR), then what the client still sends is read and dropped for a
+// bounded while, so the close does not answer it with a reset that would reach the client
+// before it read the reply. Then SHUT_RD ends httplib's keep-alive loop at its next read.
+void linger_close(int fd) {
+  constexpr int kLingerMs = 1000;                 // a client mid-upload on a local link finishes in far less
+  constexpr size_t kLingerBytes = size_t(8) << 20;  // and one that sends more is cut, reset or not
+  ::shutdown(fd, SHUT_WR);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kLingerMs);
+  char buf[16384];
+  for (size_t dropped = 0; dropped < kLingerBytes;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, int(left));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n <= 0) break;  // the client closed its side (or an error): nothing more to drop
+    dropped += size_t(n);
+  }
+  ::shutdown(fd, SHUT_RD);
+}
+
 void refuse(State& s, int fd, const std::string& client) {
   ++s.refused;
   send_short(fd, 503, "Service Unavailable",
@@ -250,7 +275,7 @@ void response_sent() {
     // and then the FIN, SHUT_RD ends httplib's keep-alive loop at its next read (no request is
     // parsed out of an unread body).
     if (t_conn >= 0) {
-      ::shutdown(t_conn, SHUT_RDWR);
+      linger_close(t_conn);
       return;
     }
   }

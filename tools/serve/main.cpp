@@ -52,6 +52,11 @@ struct Config {
   int64_t compute_timeout_ms = waste::client::kDefaultTimeoutMs;  // --compute-timeout
 };
 
+// httplib's header states the form limit the library was built with (Debian builds the .so
+// from the same header): body_framing's refusal follows it.
+static_assert(waste::serve::kFormBodyLimit == CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH,
+              "httplib's form body limit changed: update kFormBodyLimit (body_framing.h)");
+
 std::atomic<uint64_t> g_request_id{1};
 // Reply ids are this tag and a counter: unique across restarts of the server, not only within one.
 const std::string& process_tag() {
@@ -636,24 +641,38 @@ int main(int argc, char** argv) {
   svr.set_keep_alive_timeout(kKeepAliveSeconds);
   // Each request gets an id (X-Request-Id, and the log line of its error); the connection's
   // next request gets its read deadline when a response went out.
-  // Runs before httplib reads a body: one it could not bound is refused unread (body_framing.h).
-  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    t_request_id = "req-" + std::to_string(g_http_request++);
-    res.set_header("X-Request-Id", t_request_id);
-    waste::serve::close_after_response(false);
+  // A body httplib could not bound is refused unread (body_framing.h): true when res holds the
+  // refusal. The connection then ends, the body (if any) still on the wire.
+  auto refuse_framing = [](const httplib::Request& req, httplib::Response& res) {
     auto header = [&](const char* name) -> std::optional<std::string> {
       if (!req.has_header(name)) return std::nullopt;
       return req.get_header_value(name);
     };
     const waste::serve::BodyHeaders h{req.method, header("Content-Length"), header("Transfer-Encoding"),
                                       header("Content-Encoding"), header("Content-Type")};
-    if (auto refused = waste::serve::refuse_body_framing(h)) {
-      send_error(res, *refused);
-      res.set_header("Connection", "close");  // the body is still on the wire, unread
-      waste::serve::close_after_response();
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    auto refused = waste::serve::refuse_body_framing(h);
+    if (!refused) return false;
+    send_error(res, *refused);
+    res.set_header("Connection", "close");
+    waste::serve::close_after_response();
+    return true;
+  };
+  // Runs before httplib reads a body.
+  svr.set_pre_routing_handler([refuse_framing](const httplib::Request& req, httplib::Response& res) {
+    t_request_id = "req-" + std::to_string(g_http_request++);
+    res.set_header("X-Request-Id", t_request_id);
+    waste::serve::close_after_response(false);
+    return refuse_framing(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
+  });
+  // "Expect: 100-continue" (curl sends it for bodies over 1 MiB) is answered before routing: a
+  // body that would be refused is refused here, before the client uploads it.
+  // (A 100 goes on to the pre-routing handler, which names the request.)
+  svr.set_expect_100_continue_handler([refuse_framing](const httplib::Request& req, httplib::Response& res) {
+    waste::serve::close_after_response(false);
+    if (!refuse_framing(req, res)) return 100;
+    t_request_id = "req-" + std::to_string(g_http_request++);
+    res.set_header("X-Request-Id", t_request_id);
+    return res.status;
   });
   svr.set_logger([](const httplib::Request&, const httplib::Response&) { waste::serve::response_sent(); });
   // The library's default sets SO_REUSEPORT, which let a second waste-serve (of another model)
