@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "shared/container/reader.h"
 #include "shared/platform/direct_io.h"
 #include "shared/util/error.h"
+#include "shared/util/file.h"
 #include "tools/iobench/record_ages.h"
 #include "tools/iobench/record_list.h"
 #include "tools/iobench/replay.h"
@@ -28,10 +30,12 @@ std::vector<RecordRef> read_record_list(const std::string& path, const Container
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> bank_of;  // layer -> (MoE position, experts)
   const auto& layers = c.expert_layers();
   for (size_t i = 0; i < layers.size(); ++i) bank_of[uint32_t(layers[i].layer)] = {uint32_t(i), layers[i].expert_count};
-  std::ifstream f(path);
-  require(bool(f), "iobench: --read-records " + path + ": cannot open");
-  // Bounded: a list longer than this is not a run's reads (a K3 run reads a few thousand).
+  // Bounded: a list longer than this is not a run's reads (a K3 run reads a few thousand). The
+  // file is read whole up to its size at open, so /dev/zero or a file of one endless line ends
+  // in an error naming it rather than a string that grows until memory runs out.
   constexpr size_t kMaxRecords = size_t(1) << 24;
+  constexpr uint64_t kMaxListBytes = uint64_t(kMaxRecords) * 32;  // "layer expert\n" with room for comments
+  std::istringstream f(read_file_text(path, kMaxListBytes));
   std::vector<RecordRef> out;
   for (const ListedRecord& r : parse_record_list(f, path, kMaxRecords)) {
     const std::string where = path + ":" + std::to_string(r.line) + ": ";
