@@ -1,5 +1,5 @@
-// CLI11 validators for numbers that its own conversions take too loosely: an unsigned option
-// wraps "-1" and saturates a value past 2^64, and CLI::Range lets NaN through (every comparison
+// CLI11 validators for numbers that its own conversions take too loosely: a 64-bit unsigned
+// option wraps "-1" and saturates a value past 2^64, and CLI::Range lets NaN through (every comparison
 // with it is false). Each refuses the value with a message naming it; CLI11 adds the flag.
 #pragma once
 #include <CLI/CLI.hpp>
@@ -19,6 +19,9 @@ inline CLI::Validator uint64_value() {
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
         if (s.empty() || s[0] == '-' || s[0] == '+' || ec != std::errc() || end != s.data() + s.size())
           return "'" + s + "' is not an integer from 0 to 18446744073709551615";
+        // Written back in plain decimal: CLI11 converts with base 0 (strtoull), which would read
+        // "010" as octal 8 and refuse "08".
+        s = std::to_string(v);
         return std::string();
       },
       "UINT64");
