@@ -207,6 +207,15 @@ void write_file_atomic(const std::string& path, const void* data, size_t n) {
     ::unlink(tmp.c_str());
     throw;
   }
+  // The rename is durable once the directory is: without this a crash could bring back the old
+  // name's entry. Best effort: the new contents are in place either way, and a directory some
+  // file systems will not open or sync is no reason to fail a write that happened.
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 bool path_exists(const std::string& path) {
