@@ -405,3 +405,15 @@ TEST_CASE("waste chat refuses an out-of-range -n and --seed by name, before look
     CHECK_MESSAGE(r.output.find(flag) != std::string::npos, r.output);
   }
 }
+
+// waste up checks its sizes itself and hands every value to the supervisor as --flag=value, so
+// "-5G" is never read as an option by the supervisor's parser and the error names waste up's flag.
+TEST_CASE("waste up refuses a bad --budget or --prompt-cache by name, before starting anything") {
+  for (const std::string args : {"--budget -5G", "--budget 1Q", "--budget nan", "--prompt-cache -1G"}) {
+    CAPTURE(args);
+    auto r = run_command("timeout 60 " + waste_bin() + " up /nonexistent.waste --run-dir /nonexistent-run-dir " + args);
+    CHECK(r.status != 0);
+    CHECK_MESSAGE(r.output.find(args.substr(0, args.find(' ')) + ":") != std::string::npos, r.output);
+    CHECK_MESSAGE(r.output.find("waste-supervise") == std::string::npos, r.output);
+  }
+}

@@ -180,21 +180,27 @@ void register_up_commands(CLI::App& app) {
   up->add_option("--prompt-cache", o->prompt_cache,
                  "Prompt-cache checkpoint bytes (4G, 512M, ...; 0: off; default: the memory planner's)");
   up->callback([o] {
-    std::vector<std::string> a = {"up", o->model, "--run-dir", o->run_dir.empty() ? client::default_run_dir() : o->run_dir};
-    if (!o->budget.empty()) a.insert(a.end(), {"--budget", o->budget});
-    if (!o->http.empty()) a.insert(a.end(), {"--http", o->http});
-    if (!o->image_dir.empty()) a.insert(a.end(), {"--image-dir", o->image_dir});
-    if (!o->api_key_file.empty()) a.insert(a.end(), {"--api-key-file", o->api_key_file});
+    // Sizes are checked here, so a bad one is an error naming this command's flag (the
+    // supervisor's argparse would read "-5G" as an option and blame its own parser).
+    if (!o->budget.empty()) parse_size(o->budget, "--budget");
+    if (!o->prompt_cache.empty()) parse_size(o->prompt_cache, "--prompt-cache");
+    // Values go as --flag=value: a value that begins with "-" stays a value for argparse.
+    auto with = [](const char* flag, const std::string& value) { return std::string(flag) + "=" + value; };
+    std::vector<std::string> a = {"up", o->model, with("--run-dir", o->run_dir.empty() ? client::default_run_dir() : o->run_dir)};
+    if (!o->budget.empty()) a.push_back(with("--budget", o->budget));
+    if (!o->http.empty()) a.push_back(with("--http", o->http));
+    if (!o->image_dir.empty()) a.push_back(with("--image-dir", o->image_dir));
+    if (!o->api_key_file.empty()) a.push_back(with("--api-key-file", o->api_key_file));
     if (o->foreground) a.push_back("--foreground");
     if (o->ctx) a.insert(a.end(), {"--ctx", std::to_string(o->ctx)});
     if (o->image_patches) a.insert(a.end(), {"--image-patches", std::to_string(o->image_patches)});
     if (o->threads) a.insert(a.end(), {"--threads", std::to_string(o->threads)});
     if (o->max_sessions) a.insert(a.end(), {"--max-sessions", std::to_string(o->max_sessions)});
     if (o->sessions) a.insert(a.end(), {"--sessions", std::to_string(o->sessions)});
-    if (!o->park_dir.empty()) a.insert(a.end(), {"--park-dir", o->park_dir});
-    if (!o->shm.empty()) a.insert(a.end(), {"--shm", o->shm});
+    if (!o->park_dir.empty()) a.push_back(with("--park-dir", o->park_dir));
+    if (!o->shm.empty()) a.push_back(with("--shm", o->shm));
     if (o->max_batch >= 0) a.insert(a.end(), {"--max-batch", std::to_string(o->max_batch)});
-    if (!o->prompt_cache.empty()) a.insert(a.end(), {"--prompt-cache", o->prompt_cache});
+    if (!o->prompt_cache.empty()) a.push_back(with("--prompt-cache", o->prompt_cache));
     if (o->iod_timeout_ms) a.insert(a.end(), {"--iod-timeout", std::to_string(o->iod_timeout_ms)});
     if (o->compute_timeout_ms) a.insert(a.end(), {"--compute-timeout", std::to_string(o->compute_timeout_ms)});
     if (o->wedge_timeout >= 0) a.insert(a.end(), {"--wedge-timeout", std::to_string(o->wedge_timeout)});
