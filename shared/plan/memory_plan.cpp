@@ -7,6 +7,7 @@
 #include "shared/model/vision_config.h"
 #include "shared/rvq/kernels.h"
 #include "shared/util/error.h"
+#include "shared/util/option_limits.h"
 #include "shared/util/thread_pool.h"
 
 namespace waste::plan {
@@ -126,8 +127,12 @@ MemoryPlan make_plan(const PlanRequest& r, const UsableMemory& memory) {
   const ModelConfig& c = r.config;
   require(r.record_stride > 0, "plan: record stride is 0");
   require(c.top_k > 0 && c.n_moe_layers() > 0, "plan: the model has no routed experts");
-  require(r.sessions >= 1 && r.sessions <= 4096, "plan: sessions must be 1..4096");
-  require(r.context >= 1 && r.context <= (1ull << 26), "plan: context must be 1..67108864 tokens");
+  // The ranges waste up and waste-compute accept (option_limits.h): a plan for a context or a
+  // session count no instance would start with describes nothing.
+  require(r.sessions >= 1 && r.sessions <= uint64_t(limits::kMaxSessions),
+          "plan: sessions must be 1.." + std::to_string(limits::kMaxSessions));
+  require(r.context >= 1 && r.context <= uint64_t(limits::kMaxContextTokens),
+          "plan: context must be 1.." + std::to_string(limits::kMaxContextTokens) + " tokens (--ctx)");
   MemoryPlan p;
   p.memory = memory;
   p.context = r.context;

@@ -68,6 +68,12 @@ TEST_CASE("Kimi-Linear-48B: records, working set and session state match MODELS.
   CHECK_EQ(p.slots, 8 + 3 * 208);
   CHECK_EQ(p.total, p.floor + p.cache);
   CHECK(p.fits);
+
+  // The planner takes the contexts an instance takes (option_limits.h), no more.
+  r.context = uint64_t(limits::kMaxContextTokens);
+  CHECK_NOTHROW(make_plan(r, ram(1024 * GiB)));
+  r.context = uint64_t(limits::kMaxContextTokens) + 1;
+  CHECK_THROWS_WITH_AS(make_plan(r, ram(1024 * GiB)), doctest::Contains("--ctx"), Error);
 }
 
 TEST_CASE("Kimi K3: per-token routed read is 16.98 GiB (MODELS.md 7.3)") {
