@@ -315,7 +315,11 @@ TEST_CASE("waste run refuses out-of-range --kda-chunk, --ctx, --working-sets and
       {"--kda-chunk", "65536"}, {"--kda-chunk", "0"}, {"--kda-chunk", "-1"},
       {"--ctx", "99999999999"}, {"--ctx", "0"}, {"--working-sets", "-1"}, {"--working-sets", "nan"},
       {"--working-sets", "inf"}, {"--working-sets", "1e30"}, {"--seed", "-1"}, {"--seed", "99999999999999999999999"}};
-  for (const auto& [flag, value] : bad) {
+  // Named copies, not structured bindings: clang before 16 cannot capture a binding in
+  // CAPTURE's lambda (the ASan build compiles with clang).
+  for (const auto& case_ : bad) {
+    const std::string& flag = case_.first;
+    const std::string& value = case_.second;
     CAPTURE(flag);
     CAPTURE(value);
     // `timeout` is the deadline a hang would hit (exit 124), not a timing claim.
@@ -342,7 +346,9 @@ TEST_CASE("waste bench bounds its counts and keeps them within --ctx; run's -n a
   const std::pair<std::string, std::string> refused[] = {
       {"--prefill 2147483647", "--prefill:"}, {"-n 2147483647 --warmup 2147483647", "--tokens:"},
       {"-n 10 --ctx 5", "do not fit --ctx 5"}, {"-n 16777216 --warmup 1", "exceed the largest --ctx"}};
-  for (const auto& [args, says] : refused) {
+  for (const auto& case_ : refused) {
+    const std::string& args = case_.first;
+    const std::string& says = case_.second;
     CAPTURE(args);
     auto r = run_command(bench + args);
     CHECK(r.status != 0);
@@ -379,7 +385,9 @@ TEST_CASE("a private iod that refuses to start is reported with its reason and t
   const std::pair<std::string, std::string> cases[] = {
       {"--budget 1Q", "unknown unit 'Q'"}, {"--budget -5G", "size '-5G'"}, {"--slots 3", "--slots 3 is under the floor"}};
   for (const std::string cmd : {" run ", " bench "}) {
-    for (const auto& [args, reason] : cases) {
+    for (const auto& case_ : cases) {
+      const std::string& args = case_.first;
+      const std::string& reason = case_.second;
       CAPTURE(cmd);
       CAPTURE(args);
       const std::string tail = cmd == " run " ? " hi -n 1" : " -n 1";
