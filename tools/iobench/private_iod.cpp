@@ -95,16 +95,7 @@ PrivateIod::PrivateIod(const std::vector<std::string>& args, const std::string& 
   if (pid_ == 0) {
     ::dup2(out[1], 1);  // dup2 clears O_CLOEXEC on the copies
     ::dup2(out[1], 2);
-    ::setpgid(0, 0);  // own process group: a terminal's Ctrl-C goes to the owner only
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the owner died without stopping us (SIGKILL): stop too
-    if (::getppid() != parent) ::_exit(1);  // it died before the line above took effect
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGHUP, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
+    become_owned_child(parent);
     ::execvp(cargv[0], cargv.data());
     const char msg[] = "cannot run the waste-iod binary (set WASTE_IOD)\n";
     if (::write(2, msg, sizeof msg - 1) < 0) {}
@@ -134,6 +125,16 @@ PrivateIod::PrivateIod(const std::vector<std::string>& args, const std::string& 
                   std::to_string(int(timeout_s)) + " s");
     }
   }
+}
+
+void become_owned_child(pid_t parent) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) ::_exit(1);  // the owner died before the line above took effect
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
 }
 
 int PrivateIod::stop() {

@@ -19,6 +19,12 @@ namespace waste::iobench {
 // WASTE_IOD, else waste-iod next to this executable, else ../iod/waste-iod from it (build tree).
 std::string find_iod_binary();
 
+// In a child between fork and exec (async-signal-safe calls only): its own process group (a
+// terminal's Ctrl-C reaches the owner only, which stops its children in order), SIGTERM when
+// `parent` dies without stopping it (PR_SET_PDEATHSIG; _exit(1) if it died already), and the
+// signal mask and the quit signals' and SIGPIPE's dispositions back to the defaults.
+void become_owned_child(pid_t parent);
+
 // SIGTERM, then SIGKILL when the child has not exited after `grace_s`; always reaps it and sets
 // pid to -1. Returns its exit status (-1 when a signal ended it, or pid <= 0).
 int terminate_child(pid_t& pid, double grace_s);

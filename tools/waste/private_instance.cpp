@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +21,8 @@ namespace waste::cli {
 
 namespace fs = std::filesystem;
 
-using iobench::terminate_child;  // SIGTERM, SIGKILL after a grace period, reaped
+using iobench::become_owned_child;  // its own process group, stopped with its owner
+using iobench::terminate_child;     // SIGTERM, SIGKILL after a grace period, reaped
 
 std::string find_compute_binary() {
   if (const char* env = std::getenv("WASTE_COMPUTE"); env && *env) return env;
@@ -70,17 +70,9 @@ pid_t PrivateInstance::spawn(const std::string& name, const std::vector<std::str
   const pid_t pid = ::fork();
   require(pid >= 0, "cannot start " + argv[0] + ": fork: " + std::strerror(errno));
   if (pid == 0) {
-    // Own process group: the terminal's Ctrl-C goes to the front end only.
-    ::setpgid(0, 0);
-    // If the front end dies without stopping us (SIGKILL), stop too; iod then removes its segment.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
+    // If the front end dies without stopping us (SIGKILL), we stop too; iod then removes its
+    // segment.
+    become_owned_child(parent);
     const int in = ::open("/dev/null", O_RDONLY);
     const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (in >= 0) ::dup2(in, 0);
