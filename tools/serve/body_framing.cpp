@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 namespace waste::serve {
 
@@ -47,16 +48,11 @@ std::optional<ApiError> refuse_body_framing(const BodyHeaders& h) {
   // curl -d sends this type; a small body of it is read as JSON like any other, a larger one
   // would get httplib's own 413 that names no cause.
   if (starts_with(type, "application/x-www-form-urlencoded")) {
-    // Bounded: stops at the first byte past the limit, so no length overflows.
+    // from_chars fails (result_out_of_range) rather than wrapping on a length past 2^64.
     uint64_t n = 0;
-    bool digits = !h.content_length->empty();
-    for (char c : *h.content_length) {
-      if (!std::isdigit(static_cast<unsigned char>(c)) || n > kFormBodyLimit) {
-        digits = digits && std::isdigit(static_cast<unsigned char>(c));
-        break;
-      }
-      n = n * 10 + uint64_t(c - '0');
-    }
+    const std::string& len = *h.content_length;
+    const auto [end, ec] = std::from_chars(len.data(), len.data() + len.size(), n);
+    const bool digits = !len.empty() && ec == std::errc() && end == len.data() + len.size();
     if (!digits || n > kFormBodyLimit)
       return ApiError{415, "a body sent as application/x-www-form-urlencoded (curl -d's default) may have at most " +
                                std::to_string(kFormBodyLimit) + " bytes: send it with Content-Type: application/json",

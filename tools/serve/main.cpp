@@ -257,10 +257,13 @@ struct ReplyBuilder {
     return m;
   }
   json logprobs_json() const { return logprobs.empty() ? json(nullptr) : json{{"content", logprobs}}; }
-  json completion_logprobs_json() const {
-    if (logprobs.empty()) return nullptr;
+  json completion_logprobs_json() const { return logprobs.empty() ? json(nullptr) : completion_logprobs(logprobs); }
+  // The legacy API's logprobs of chat-style entries ({token, logprob, top_logprobs: [...]}):
+  // parallel arrays, each token's alternatives as a {token: logprob} object. A whole reply's,
+  // or one streamed token's.
+  static json completion_logprobs(const json& entries) {
     json tokens = json::array(), lps = json::array(), top = json::array();
-    for (const auto& e : logprobs) {
+    for (const auto& e : entries) {
       tokens.push_back(e["token"]);
       lps.push_back(e["logprob"]);
       json t = json::object();
@@ -413,11 +416,7 @@ void handle_generate(const Config& cfg, const httplib::Request& req, httplib::Re
                     {"finish_reason", nullptr}};
         } else {
           choice = {{"index", 0}, {"text", delta.value("content", std::string())}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-          if (!lp.is_null()) {
-            json top = json::object();
-            for (const auto& x : lp["top_logprobs"]) top[x["token"].get<std::string>()] = x["logprob"];
-            choice["logprobs"] = {{"tokens", {lp["token"]}}, {"token_logprobs", {lp["logprob"]}}, {"top_logprobs", json::array({top})}};
-          }
+          if (!lp.is_null()) choice["logprobs"] = ReplyBuilder::completion_logprobs(json::array({lp}));
         }
         open = write(sse(head(std::move(choice))));
         return open;  // the HTTP client went away: stop generating
