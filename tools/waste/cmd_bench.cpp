@@ -54,6 +54,18 @@ IodCounts iod_counts(Engine& e) {
              : IodCounts{};
 }
 
+// The model adds its phase times to *p while this lives, and never after: an early return (a
+// quit signal) must not leave it pointing at a destroyed local.
+class ProfileScope {
+ public:
+  ProfileScope(Model& m, PhaseTimes* p) : m_(m) { m_.set_profile(p); }
+  ~ProfileScope() { end(); }
+  void end() { m_.set_profile(nullptr); }
+
+ private:
+  Model& m_;
+};
+
 void run_bench(const BenchOptions& given) {
   BenchOptions o = given;
   // Each count is bounded by its option (CLI::Range), so the sum cannot overflow in int64.
@@ -83,14 +95,14 @@ void run_bench(const BenchOptions& given) {
   ExpertSourceStats pre_before = e.experts().stats(), pre_after = pre_before;
   double prefill_secs = 0;
   if (o.prefill > 0) {
-    e.model().set_profile(&prefill_phases);
+    ProfileScope profile(e.model(), &prefill_phases);
     const auto p0 = std::chrono::steady_clock::now();
     // One call, as a prompt's prefill runs (inner chunks skip the head: calling it per chunk
     // would time a head per chunk); a quit signal is noticed when it returns.
     e.prefill(s, std::span<const int32_t>(ids.data(), size_t(o.prefill)), logits.data());
     if (quit::requested.load()) return;
     prefill_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
-    e.model().set_profile(nullptr);
+    profile.end();
     pre_after = e.experts().stats();
   }
   // A quit signal ends the benchmark between tokens, unreported (run_until_signal).
@@ -101,7 +113,7 @@ void run_bench(const BenchOptions& given) {
 
   PhaseTimes phases;
   const Model::LookaheadStats la_before = e.model().lookahead_stats();
-  e.model().set_profile(&phases);
+  ProfileScope profile(e.model(), &phases);
   const ExpertSourceStats before = e.experts().stats();
   const double iod_cpu0 = iod_cpu_seconds(e);
   const IodCounts counts0 = iod_counts(e);
@@ -111,7 +123,7 @@ void run_bench(const BenchOptions& given) {
     e.model().forward(s, std::span<const int32_t>(&ids[size_t(i)], 1), logits.data());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  e.model().set_profile(nullptr);
+  profile.end();
   const ExpertSourceStats after = e.experts().stats();
   const double iod_cpu = iod_cpu0 < 0 ? -1.0 : iod_cpu_seconds(e) - iod_cpu0;  // over the timed decode
   const ExpertSourceStats decode = stats::minus(after, before);
